@@ -1,0 +1,165 @@
+"""Distribution strategy factory: the only place a TPU is resolved.
+
+One string picks the strategy, so every entry point (train, predict, tests, the Colab notebook) shares the
+same code path and differs only here:
+
+- ``auto``: a TPU if a resolver finds one, else every GPU mirrored, else the CPU.
+- ``tpu`` / ``tpu:ADDRESS``: ``TPUClusterResolver(tpu=ADDRESS)`` (empty = the local TPU VM or Colab/Kaggle).
+- ``mirrored``: every visible GPU (fails if there is none; use ``cpu`` or ``virtual_cpu:N`` instead).
+- ``multi_worker``: ``MultiWorkerMirroredStrategy`` from ``TF_CONFIG``.
+- ``cpu``: one CPU device.
+- ``virtual_cpu:N``: split the CPU into N logical devices and mirror over them, to run TPU-style
+  multi-replica code (static shapes, per-replica batches, cross-replica reductions) on a laptop or in CI.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+import tensorflow as tf
+
+log = logging.getLogger(__name__)
+
+NAMES = ("auto", "tpu", "mirrored", "multi_worker", "cpu", "virtual_cpu")
+
+
+class StrategyError(ValueError):
+    """A strategy name that is unknown, malformed or impossible on this machine."""
+
+
+def _split_name(name: str) -> tuple[str, str]:
+    kind, _, arg = name.strip().partition(":")
+    if kind not in NAMES:
+        raise StrategyError(f"unknown strategy {name!r}; expected one of {', '.join(NAMES)} "
+                            "(with an argument: 'tpu:ADDRESS', 'virtual_cpu:N')")
+    if arg and kind not in ("tpu", "virtual_cpu"):
+        raise StrategyError(f"strategy {kind!r} takes no argument, got {name!r}")
+    return kind, arg
+
+
+def ensure_virtual_cpus(n: int) -> list[tf.config.LogicalDevice]:
+    """Split the host CPU into ``n`` logical devices, or reuse an existing split of at least ``n``.
+
+    TensorFlow fixes its logical devices when it first initialises, so this must run before any op executes;
+    afterwards it can only reuse what is already there.
+
+    Raises:
+        StrategyError: ``n`` < 1, or TensorFlow already started with fewer than ``n`` CPU devices.
+    """
+    if n < 1:
+        raise StrategyError(f"virtual_cpu needs at least 1 device, got {n}")
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    try:
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * n)
+    except RuntimeError:
+        pass  # TF is already initialised; check below whether what it has is enough.
+    logical = tf.config.list_logical_devices("CPU")
+    if len(logical) < n:
+        raise StrategyError(
+            f"virtual_cpu:{n} asked for {n} logical CPUs, but TensorFlow already started with {len(logical)}. "
+            "Choose the strategy before anything touches TensorFlow (or set the split in tests/conftest.py).")
+    return logical[:n]
+
+
+def _parse_count(arg: str, name: str) -> int:
+    try:
+        n = int(arg)
+    except ValueError:
+        raise StrategyError(f"strategy {name!r}: expected virtual_cpu:N with an integer N") from None
+    if n < 1:
+        raise StrategyError(f"strategy {name!r}: N must be at least 1")
+    return n
+
+
+def _tpu(address: str) -> tf.distribute.TPUStrategy:
+    try:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=address or "")
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+    except (ValueError, RuntimeError, tf.errors.NotFoundError) as e:
+        where = f"at {address!r}" if address else "on this machine (TPU VM / Colab / Kaggle)"
+        raise StrategyError(f"strategy 'tpu': no TPU found {where}: {e}") from e
+    return tf.distribute.TPUStrategy(resolver)
+
+
+def _find_tpu() -> tf.distribute.TPUStrategy | None:
+    # Probing is cheap where no TPU exists: the resolver fails fast without TPU_NAME/metadata or libtpu.
+    if not (os.environ.get("TPU_NAME") or os.environ.get("COLAB_TPU_ADDR") or os.path.exists("/dev/accel0")
+            or os.path.exists("/dev/vfio/0")):
+        return None
+    try:
+        return _tpu(os.environ.get("TPU_NAME", ""))
+    except StrategyError as e:
+        log.warning("auto: TPU probe failed, falling back: %s", e)
+        return None
+
+
+def make_strategy(name: str = "auto") -> tf.distribute.Strategy:
+    """Build a distribution strategy from its config string.
+
+    Args:
+        name: one of ``auto``, ``tpu``, ``tpu:ADDRESS``, ``mirrored``, ``multi_worker``, ``cpu``,
+            ``virtual_cpu:N``.
+
+    Returns:
+        The strategy. Build it before any model or dataset, then create variables under ``strategy.scope()``.
+
+    Raises:
+        StrategyError: unknown or malformed name, or a request this machine cannot meet.
+    """
+    kind, arg = _split_name(name)
+    if kind == "virtual_cpu":
+        devices = ensure_virtual_cpus(_parse_count(arg, name))
+        return tf.distribute.MirroredStrategy([d.name for d in devices])
+    if kind == "cpu":
+        return tf.distribute.OneDeviceStrategy("/cpu:0")
+    if kind == "tpu":
+        return _tpu(arg)
+    if kind == "mirrored":
+        gpus = tf.config.list_logical_devices("GPU")
+        if not gpus:
+            raise StrategyError("strategy 'mirrored' found no GPU; use 'cpu', 'virtual_cpu:N' or 'auto'")
+        return tf.distribute.MirroredStrategy([g.name for g in gpus])
+    if kind == "multi_worker":
+        return _multi_worker()
+    tpu = _find_tpu()
+    if tpu is not None:
+        return tpu
+    gpus = tf.config.list_logical_devices("GPU")
+    if len(gpus) > 1:
+        return tf.distribute.MirroredStrategy([g.name for g in gpus])
+    if gpus:
+        return tf.distribute.OneDeviceStrategy(gpus[0].name)
+    return tf.distribute.OneDeviceStrategy("/cpu:0")
+
+
+def _multi_worker() -> tf.distribute.MultiWorkerMirroredStrategy:
+    raw = os.environ.get("TF_CONFIG")
+    if not raw:
+        raise StrategyError("strategy 'multi_worker' needs TF_CONFIG (cluster and task) in the environment")
+    try:
+        tf_config = json.loads(raw)
+        workers = tf_config["cluster"]["worker"]
+        task = tf_config["task"]
+        task["type"], int(task["index"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise StrategyError(f"TF_CONFIG is malformed ({e}); expected "
+                            '{"cluster": {"worker": [...]}, "task": {"type": "worker", "index": i}}') from e
+    if not workers:
+        raise StrategyError("TF_CONFIG lists no workers")
+    return tf.distribute.MultiWorkerMirroredStrategy()
+
+
+def check_global_batch(global_batch_size: int, strategy: tf.distribute.Strategy, key: str = "batch_size") -> int:
+    """Return the per-replica batch size, failing clearly when the global batch does not divide.
+
+    Raises:
+        ValueError: the global batch is not a positive multiple of ``num_replicas_in_sync``.
+    """
+    replicas = strategy.num_replicas_in_sync
+    if global_batch_size < 1 or global_batch_size % replicas:
+        raise ValueError(f"{key}={global_batch_size} is a global batch and must be a positive multiple of the "
+                         f"{replicas} replicas in sync (try {max(1, global_batch_size // replicas) * replicas})")
+    return global_batch_size // replicas
