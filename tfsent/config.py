@@ -66,3 +66,38 @@ def require(cfg: DictConfig, dotted: str) -> Any:
     if value is None:
         raise ConfigError(f"{dotted} is required (set it on the command line: {dotted}=...)")
     return value
+
+
+@dataclasses.dataclass
+class TrainerSpec:
+    """``trainer`` group: how ``fit()`` runs. Batch sizes are global (all replicas together)."""
+
+    epochs: int = 3
+    global_batch_size: int = 32
+    eval_batch_size: int = 64
+    steps_per_execution: int = 8
+    jit_compile: bool = True
+    precision: str = "float32"
+    shuffle_buffer: int = 10000
+    steps_per_epoch: int | None = None
+    length_buckets: list[int] | None = None
+
+    def __post_init__(self) -> None:
+        for key in ("epochs", "global_batch_size", "eval_batch_size", "steps_per_execution"):
+            if int(getattr(self, key)) < 1:
+                raise ConfigError(f"trainer.{key} must be >= 1, got {getattr(self, key)}")
+        if self.steps_per_epoch is not None and self.steps_per_epoch < 1:
+            raise ConfigError(f"trainer.steps_per_epoch must be >= 1 or null, got {self.steps_per_epoch}")
+
+
+def strategy_name(node: Any) -> str:
+    """The ``make_strategy`` string for a ``strategy`` config group (``virtual_cpu`` + replicas, tpu + address)."""
+    values = dict(to_container(node) or {})
+    name = values.pop("name", None)
+    if not name:
+        raise ConfigError("strategy.name is required (auto, tpu, mirrored, multi_worker, cpu, virtual_cpu)")
+    if name == "virtual_cpu" and "replicas" in values:
+        return f"virtual_cpu:{int(values.pop('replicas'))}"
+    if name == "tpu" and values.get("address"):
+        return f"tpu:{values.pop('address')}"
+    return str(name)

@@ -1,0 +1,70 @@
+"""Atomic writes: a file or folder appears complete under its final name, or not at all.
+
+Everything is first written under a temporary name in the destination's own folder (same filesystem, so the
+final ``os.replace`` is atomic), then renamed. A crash or an error leaves at most a stray ``.tmp-*`` entry, never a
+half-written output under the real name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pathlib
+import shutil
+import tempfile
+from collections.abc import Iterator
+
+
+@contextlib.contextmanager
+def open_for_write(path: str | os.PathLike, mode: str = "w", **kwargs) -> Iterator:
+    """Open a temporary sibling of ``path`` for writing; rename it to ``path`` only if the block succeeds."""
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".tmp-{path.name}.", dir=path.parent)
+    os.close(fd)
+    try:
+        with open(tmp, mode, **kwargs) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_text(path: str | os.PathLike, text: str, encoding: str = "utf-8") -> None:
+    """Write ``text`` to ``path`` atomically."""
+    with open_for_write(path, "w", encoding=encoding) as f:
+        f.write(text)
+
+
+@contextlib.contextmanager
+def directory(path: str | os.PathLike, overwrite: bool = False) -> Iterator[pathlib.Path]:
+    """Yield a temporary folder that becomes ``path`` when the block succeeds.
+
+    Args:
+        path: the final folder.
+        overwrite: replace an existing ``path``; otherwise an existing one is an error.
+
+    Raises:
+        FileExistsError: ``path`` exists and ``overwrite`` is false.
+    """
+    path = pathlib.Path(path)
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"{path} already exists")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".tmp-{path.name}.", dir=path.parent))
+    try:
+        yield tmp
+        if path.exists():
+            old = path.with_name(f".old-{path.name}.{os.getpid()}")
+            os.replace(path, old)
+            os.replace(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
