@@ -55,7 +55,7 @@ class SplitInfo:
     shards: list[ShardInfo]
     label_counts: dict[str, int] | None = None
     truncated: int | None = None
-    features: dict[str, list[int]] = dataclasses.field(default_factory=dict, repr=False)
+    features: dict[str, list[int]] = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"count": self.count}

@@ -1,0 +1,127 @@
+"""prepare(): PhraseBank AllAgree end to end with the real MiniLM tokenizer, bad input, and the Hydra entry."""
+
+import collections
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tfsent.data.errors import DataError
+from tfsent.data.features import tokenizer_fingerprint
+from tfsent.data.manifest import load_manifest
+from tfsent.data.reader import dataset_fn, verify_shards
+from tfsent.data.sources import read_records
+from tfsent.prepare import PrepareSpec, _load_tokenizer, prepare
+
+REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
+MAX_LEN = 32
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return _load_tokenizer("minilm_l6")
+
+
+@pytest.fixture(scope="module")
+def allagree(tmp_path_factory, phrasebank_dir, tokenizer):
+    spec = PrepareSpec(name="pb", format="phrasebank", path=str(phrasebank_dir / "Sentences_AllAgree.txt"),
+                       label_names=["negative", "neutral", "positive"], max_seq_length=MAX_LEN,
+                       num_shards={"train": 2, "validation": 1, "test": 1})
+    out = tmp_path_factory.mktemp("prepared") / "pb"
+    return prepare(spec, tokenizer, out, tokenizer_name="minilm_l6"), spec
+
+
+def test_manifest_counts(allagree, tokenizer):
+    manifest, spec = allagree
+    assert manifest.source["sha256"] == "5fb370b3005b9a2759f708849a691ad2e4d2593d4c995c1afde229398a516594"
+    assert manifest.tokenizer == {"name": "minilm_l6", "vocab_size": 30522,
+                                  "fingerprint": tokenizer_fingerprint(_load_tokenizer("minilm_l6"))}
+    assert manifest.features == {"input_ids": [MAX_LEN], "attention_mask": [MAX_LEN],
+                                 "token_type_ids": [MAX_LEN], "label": [], "example_id": []}
+    assert {k: v.count for k, v in manifest.splits.items()} == {"train": 1812, "validation": 226, "test": 226}
+    totals = collections.Counter()
+    for info in manifest.splits.values():
+        totals.update(info.label_counts)
+    assert totals == {"neutral": 1391, "positive": 570, "negative": 303}
+    texts = [r.text for r in read_records(spec.path, "phrasebank")]
+    lengths = [len(ids) for ids in tokenizer(texts)["input_ids"]]
+    assert sum(info.truncated for info in manifest.splits.values()) == sum(n > MAX_LEN for n in lengths)
+    assert load_manifest(manifest.directory) == manifest
+    for split in manifest.splits:
+        assert verify_shards(manifest.directory, split) == manifest.splits[split].count
+
+
+def test_records_hold_exact_tokens_and_every_example_once(allagree, tokenizer, phrasebank_dir):
+    manifest, spec = allagree
+    records = read_records(spec.path, "phrasebank")
+    seen = []
+    for split in manifest.splits:
+        for batch in dataset_fn(manifest.directory, split, per_replica_batch=64, training=False)(None):
+            for i, eid in enumerate(batch["example_id"].numpy()):
+                if eid < 0:
+                    continue
+                seen.append(int(eid))
+                if eid in (0, 1234, 2263):
+                    want = tokenizer(records[eid].text, max_length=MAX_LEN, truncation=True, padding="max_length")
+                    np.testing.assert_array_equal(batch["input_ids"][i].numpy(), want["input_ids"])
+                    np.testing.assert_array_equal(batch["attention_mask"][i].numpy(), want["attention_mask"])
+                    assert batch["label"][i] == ["negative", "neutral", "positive"].index(records[eid].label)
+    assert sorted(seen) == list(range(2264))
+
+
+def test_bad_input_leaves_nothing_behind(tmp_path, tokenizer):
+    source = tmp_path / "bad.txt"
+    source.write_bytes(b"Profit rose .@positive\r\nSales fell .@negative\r\nno label at all\r\n")
+    out = tmp_path / "out" / "ds"
+    spec = PrepareSpec(name="bad", format="phrasebank", path=str(source), max_seq_length=16)
+    with pytest.raises(DataError, match=rf"^{source}:3: malformed line"):
+        prepare(spec, tokenizer, out)
+    assert not out.exists()
+    assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []
+
+
+def test_refuses_to_overwrite_and_bad_fractions(allagree, tokenizer):
+    manifest, spec = allagree
+    with pytest.raises(DataError, match="already exists"):
+        prepare(spec, tokenizer, manifest.directory)
+    bad = PrepareSpec(**{**spec.__dict__, "split_fractions": {"train": 0.9, "test": 0.2}})
+    with pytest.raises(DataError, match="must sum to 1"):
+        prepare(bad, tokenizer, manifest.directory.parent / "other")
+
+
+def test_hydra_config_composes_and_runs(tmp_path):
+    from hydra import compose, initialize_config_dir
+
+    from tfsent.prepare import _conf_dir, _main
+
+    with initialize_config_dir(config_dir=_conf_dir(), version_base="1.3"):
+        cfg = compose("prepare", overrides=["data=phrasebank_allagree", "data.max_seq_length=16",
+                                            f"paths.root_dir={REPO}", f"paths.prepared_dir={tmp_path}"])
+    manifest = _main(cfg)
+    assert manifest.directory == tmp_path / "phrasebank_allagree-minilm_l6-len16"
+    assert manifest.max_seq_length == 16 and manifest.splits["train"].count == 1812
+    assert [len(s.shards) for s in manifest.splits.values()] == [4, 1, 1]
+
+
+@pytest.mark.parametrize("name", ["phrasebank", "phrasebank_66agree", "phrasebank_75agree", "csv"])
+def test_other_data_configs_compose(name):
+    from hydra import compose, initialize_config_dir
+
+    from tfsent.config import spec_from_config
+    from tfsent.prepare import _conf_dir
+
+    with initialize_config_dir(config_dir=_conf_dir(), version_base="1.3"):
+        cfg = compose("prepare", overrides=[f"data={name}"] + (["data.path=x.csv"] if name == "csv" else []))
+    spec = spec_from_config(PrepareSpec, cfg.data, "data")
+    assert spec.name == ("custom" if name == "csv" else name)
+    assert spec.prepared_dir.endswith(f"/{spec.name}-minilm_l6-len128")
+
+
+@pytest.mark.slow
+def test_command_line_entry_point(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "tfsent.prepare", "data=phrasebank_allagree",
+                             "data.max_seq_length=16", f"paths.prepared_dir={tmp_path}"],
+                            cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert (tmp_path / "phrasebank_allagree-minilm_l6-len16" / "manifest.json").is_file()
