@@ -1,0 +1,195 @@
+"""Length-bucketed, distributed, compiled prediction that returns every row exactly once, in input order.
+
+The core is model-agnostic: any ``tf_keras.Model`` whose ``predict_step`` returns a dict holding ``example_id``
+(plus whatever reduced outputs it computes on device: label ids and probabilities for a classifier, top-k ids or
+per-example loss for a masked LM) can be run through :func:`predict_bucketed`.
+
+How every row survives a static-shape, multi-replica ``model.predict``:
+
+1. Each row goes to the smallest bucket length that holds its tokens, so XLA sees one shape per bucket and
+   compiles once per bucket instead of once per batch.
+2. Each bucket is padded to a whole number of global batches with filler rows (``example_id == -1``), so every
+   replica always gets a full, fixed-shape batch (TPUs need it; a ragged last batch would also recompile).
+3. Outputs carry ``example_id``; fillers are dropped and rows re-ordered by it, because replica order is not
+   input order (TPU pods, ``distribute_datasets_from_function`` sharding). The ids that come back are checked
+   against the ids that went in: a missing or duplicated row is an error, never a silently shorter output.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+import tensorflow as tf
+import tf_keras
+
+from tfsent.strategy import check_global_batch
+
+log = logging.getLogger(__name__)
+
+FILLER_ID = -1
+DEFAULT_BUCKETS = (32, 64, 128, 256, 512)
+
+
+def bucket_lengths(buckets: Sequence[int], max_length: int) -> tuple[int, ...]:
+    """The sorted bucket lengths, each capped at the model's maximum length.
+
+    Args:
+        buckets: requested sequence lengths, e.g. ``(32, 64, 128, 256, 512)``.
+        max_length: the longest sequence the model accepts (position embeddings).
+
+    Returns:
+        Sorted unique lengths ``<= max_length``; the last one is the truncation length.
+
+    Raises:
+        ValueError: no bucket, or a bucket or ``max_length`` below 2 (a special token pair needs 2).
+    """
+    if max_length < 2:
+        raise ValueError(f"max_length must be at least 2, got {max_length}")
+    if not buckets or min(buckets) < 2:
+        raise ValueError(f"buckets must be a non-empty list of lengths >= 2, got {list(buckets)}")
+    return tuple(sorted({min(int(b), max_length) for b in buckets}))
+
+
+def assign_buckets(lengths: np.ndarray, buckets: Sequence[int]) -> np.ndarray:
+    """Index of the smallest bucket ``>= length`` for each row.
+
+    Raises:
+        ValueError: a row longer than the top bucket (truncate it, or chunk it, before bucketing).
+    """
+    lengths = np.asarray(lengths)
+    edges = np.asarray(buckets)
+    too_long = np.flatnonzero(lengths > edges[-1])
+    if too_long.size:
+        raise ValueError(f"{too_long.size} row(s) exceed the top bucket {edges[-1]} (first: row {too_long[0]}, "
+                         f"{lengths[too_long[0]]} tokens); truncate or chunk them first")
+    return np.searchsorted(edges, lengths, side="left")
+
+
+def pad_rows(ragged: Mapping[str, Sequence[Sequence[int]]], rows: np.ndarray, length: int, multiple: int,
+             pad_values: Mapping[str, int]) -> dict[str, np.ndarray]:
+    """Stack the given rows into ``[n, length]`` int32 arrays, padded up to a multiple of ``multiple`` rows.
+
+    The ids of real rows are their positions; filler rows get ``example_id == -1`` and a single attended
+    position, so that attention never normalises over an all-masked row (harmless, but keeps NaN out of
+    anything a model might compute on them).
+    """
+    n = len(rows)
+    total = -(-n // multiple) * multiple
+    out = {}
+    for name, seqs in ragged.items():
+        arr = np.full((total, length), pad_values.get(name, 0), dtype=np.int32)
+        for i, r in enumerate(rows):
+            seq = seqs[r]
+            arr[i, :len(seq)] = seq
+        out[name] = arr
+    if "attention_mask" in out:
+        out["attention_mask"][n:, 0] = 1
+    out["example_id"] = np.concatenate([rows, np.full(total - n, FILLER_ID)]).astype(np.int32)
+    return out
+
+
+def default_jit_compile(strategy: tf.distribute.Strategy) -> bool:
+    """XLA-compile the predict step unless it would fail or is implied.
+
+    TPUs compile everything anyway. A MirroredStrategy over several CPU devices (``virtual_cpu:N``) cannot:
+    XLA's CPU clusters refuse variables placed on a sibling logical device. Everywhere else (one CPU, GPUs)
+    compiling is what makes the bucket shapes matter.
+    """
+    if isinstance(strategy, tf.distribute.MirroredStrategy):
+        devices = strategy.extended.worker_devices
+        return not (len(devices) > 1 and all("CPU" in d.upper() for d in devices))
+    return True
+
+
+def _dataset_fn(arrays: dict[str, np.ndarray], global_batch_size: int) -> Callable:
+    def fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
+        ds = tf.data.Dataset.from_tensor_slices(arrays)
+        # Each host reads its share; the row count is a multiple of the global batch, so every shard is whole.
+        ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+        ds = ds.batch(ctx.get_per_replica_batch_size(global_batch_size), drop_remainder=True)
+        return ds.prefetch(tf.data.AUTOTUNE)
+    return fn
+
+
+class _Progress(tf_keras.callbacks.Callback):
+    def __init__(self, on_rows: Callable[[int], None], rows_per_step: int):
+        super().__init__()
+        self._on_rows = on_rows
+        self._rows = rows_per_step
+
+    def on_predict_batch_end(self, batch, logs=None):
+        self._on_rows(self._rows)
+
+
+def predict_bucketed(model: tf_keras.Model, strategy: tf.distribute.Strategy,
+                     ragged: Mapping[str, Sequence[Sequence[int]]], *, buckets: Sequence[int],
+                     global_batch_size: int, pad_values: Mapping[str, int] | None = None,
+                     on_rows: Callable[[int], None] | None = None) -> dict[str, np.ndarray]:
+    """Run a compiled, distributed ``model.predict`` over variable-length rows; return one output per row.
+
+    Args:
+        model: built under ``strategy.scope()``; its ``predict_step(features)`` returns a dict with
+            ``example_id`` (echoed from the features) and per-row reduced outputs.
+        strategy: the distribution strategy the model lives in.
+        ragged: per-row token features, e.g. ``{"input_ids": [[101, ...], ...], "attention_mask": [...]}``;
+            every feature has one sequence per row, and row ``i``'s sequences share one length.
+        buckets: sorted bucket lengths (see :func:`bucket_lengths`); no row may exceed the last.
+        global_batch_size: rows per step over all replicas; must divide by the replicas in sync.
+        pad_values: pad value per feature (default 0), e.g. ``{"input_ids": tokenizer.pad_token_id}``.
+        on_rows: called with the number of rows (fillers included) after each step, for a progress bar.
+
+    Returns:
+        The model's outputs (without ``example_id``), each with first dimension ``n_rows``, in row order.
+
+    Raises:
+        ValueError: bad batch size, a row longer than the top bucket, or outputs whose ids do not match the
+            inputs exactly (a lost or duplicated row).
+    """
+    check_global_batch(global_batch_size, strategy, "global_batch_size")
+    names = list(ragged)
+    if not names:
+        raise ValueError("ragged must hold at least one feature (input_ids)")
+    n = len(ragged[names[0]])
+    if n == 0:
+        raise ValueError("nothing to predict: 0 rows")
+    lengths = np.fromiter((len(s) for s in ragged[names[0]]), dtype=np.int64, count=n)
+    which = assign_buckets(lengths, buckets)
+    pieces: list[dict[str, np.ndarray]] = []
+    for b, length in enumerate(buckets):
+        rows = np.flatnonzero(which == b)
+        if rows.size == 0:
+            continue
+        arrays = pad_rows(ragged, rows, length, global_batch_size, pad_values or {})
+        steps = len(arrays["example_id"]) // global_batch_size
+        callbacks = [_Progress(on_rows, global_batch_size)] if on_rows else []
+        dist = strategy.distribute_datasets_from_function(_dataset_fn(arrays, global_batch_size))
+        out = model.predict(dist, steps=steps, verbose=0, callbacks=callbacks)
+        if not isinstance(out, dict) or "example_id" not in out:
+            raise ValueError(f"{type(model).__name__}.predict_step must return a dict with 'example_id', "
+                             f"got {type(out).__name__}")
+        pieces.append({k: np.asarray(v) for k, v in out.items()})
+    return reorder(pieces, n)
+
+
+def reorder(pieces: Sequence[Mapping[str, np.ndarray]], n: int) -> dict[str, np.ndarray]:
+    """Concatenate per-bucket outputs, drop filler rows and sort by ``example_id``, checking ids are 0..n-1.
+
+    Raises:
+        ValueError: an id is missing, duplicated or out of range.
+    """
+    ids = np.concatenate([p["example_id"] for p in pieces]).astype(np.int64)
+    keep = ids != FILLER_ID
+    ids = ids[keep]
+    order = np.argsort(ids, kind="stable")
+    if len(ids) != n or not np.array_equal(ids[order], np.arange(n)):
+        seen = np.bincount(ids[(ids >= 0) & (ids < n)], minlength=n)
+        raise ValueError(f"predict returned {len(ids)} rows for {n} inputs: missing ids "
+                         f"{np.flatnonzero(seen == 0)[:10].tolist()}, duplicated {np.flatnonzero(seen > 1)[:10].tolist()}")
+    result = {}
+    for key in pieces[0]:
+        if key == "example_id":
+            continue
+        result[key] = np.concatenate([p[key] for p in pieces])[keep][order]
+    return result
