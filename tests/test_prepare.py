@@ -121,7 +121,8 @@ def test_other_data_configs_compose(name):
 @pytest.mark.slow
 def test_command_line_entry_point(tmp_path):
     result = subprocess.run([sys.executable, "-m", "tfsent.prepare", "data=phrasebank_allagree",
-                             "data.max_seq_length=16", f"paths.prepared_dir={tmp_path}"],
+                             "data.max_seq_length=16", f"paths.prepared_dir={tmp_path}",
+                             f"hydra.run.dir={tmp_path / 'hydra'}"],
                             cwd=REPO, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     assert (tmp_path / "phrasebank_allagree-minilm_l6-len16" / "manifest.json").is_file()
