@@ -43,7 +43,8 @@ class MaskedLMSpec:
         max_position_embeddings: defaults to ``max_seq_length + pad_token_id + 1`` (66 for 64 with pad 1):
             RoBERTa numbers positions from ``pad_token_id + 1``.
         hidden_dropout_prob, attention_probs_dropout_prob: dropout rates.
-        pad_token_id, bos_token_id, eos_token_id: special ids (the trained tokenizer puts them at 1, 0, 2).
+        pad_token_id, bos_token_id, eos_token_id, unk_token_id, mask_token_id: special ids, as
+            ``tfsent.tokenizer_training`` assigns them (1, 0, 2, 3, 4).
         max_predictions: masked positions reported per example by ``predict_step``.
         top_k: candidates reported per masked position.
     """
@@ -62,6 +63,8 @@ class MaskedLMSpec:
     pad_token_id: int = 1
     bos_token_id: int = 0
     eos_token_id: int = 2
+    unk_token_id: int = 3
+    mask_token_id: int = 4
     max_predictions: int = 16
     top_k: int = 5
 
@@ -77,6 +80,10 @@ class MaskedLMSpec:
             raise ValueError(f"model.top_k={self.top_k} must be in [1, vocab_size]")
         # Fails on max_position_embeddings == max_seq_length: RoBERTa numbers positions from pad_token_id + 1.
         check_max_positions(self.hf_config(), self.max_seq_length)
+
+    def special_ids(self) -> tuple[int, ...]:
+        """Ids never masked nor drawn as random replacements."""
+        return (self.bos_token_id, self.pad_token_id, self.eos_token_id, self.unk_token_id, self.mask_token_id)
 
     def hf_config(self):
         from transformers import RobertaConfig
