@@ -126,7 +126,7 @@ def dataset_fn(data_dir: str | pathlib.Path, split: str, *, per_replica_batch: i
                seed: int | None = None, shuffle_buffer: int = 10_000, cache: bool = True,
                drop_remainder: bool = True, map_fn: MapFn | None = None,
                length_buckets: Sequence[int] | None = None,
-               manifest: Manifest | None = None) -> Callable[[tf.distribute.InputContext | None], tf.data.Dataset]:
+               manifest: Manifest | None = None, repeat: bool = False) -> Callable[[tf.distribute.InputContext | None], tf.data.Dataset]:
     """Build the per-pipeline dataset function for ``distribute_datasets_from_function``.
 
     Args:
@@ -142,6 +142,8 @@ def dataset_fn(data_dir: str | pathlib.Path, split: str, *, per_replica_batch: i
         map_fn: optional batch-level map applied after batching (and after the cache), e.g. MLM masking.
         length_buckets: training only: group rows by length and trim each batch to its bucket's length.
         manifest: an already loaded manifest (default: load it from ``data_dir``).
+        repeat: training only: repeat forever, reshuffling each pass, for runs whose ``steps_per_epoch`` is
+            shorter than the data (Keras then keeps one iterator across epochs instead of restarting it).
 
     Returns:
         ``fn(input_context) -> tf.data.Dataset`` of int32 feature dicts, batched per replica.
@@ -182,6 +184,8 @@ def dataset_fn(data_dir: str | pathlib.Path, split: str, *, per_replica_batch: i
                 # filter, not take: take would stop reading early and the cache would never complete.
                 keep = steps * replicas
                 ds = ds.enumerate().filter(lambda i, _: i < keep).map(lambda _, batch: batch)
+            if repeat:
+                ds = ds.repeat()
         else:
             if drop_remainder:
                 steps = steps_per_epoch(manifest, split, per_replica_batch=per_replica_batch, training=False,
@@ -219,7 +223,7 @@ def make_distributed_dataset(strategy: tf.distribute.Strategy, data_dir: str | p
                              shuffle_buffer: int = 10_000, cache: bool = True, map_fn: MapFn | None = None,
                              length_buckets: Sequence[int] | None = None, max_seq_length: int | None = None,
                              tokenizer_fingerprint: str | None = None, label_names: Sequence[str] | None = None,
-                             key: str = "batch_size") -> tuple[tf.distribute.DistributedDataset, int | None]:
+                             key: str = "batch_size", repeat: bool = False) -> tuple[tf.distribute.DistributedDataset, int | None]:
     """A distributed dataset for ``fit``/``evaluate``/``predict`` and its number of steps per pass.
 
     Args:
@@ -244,7 +248,7 @@ def make_distributed_dataset(strategy: tf.distribute.Strategy, data_dir: str | p
     manifest = load_manifest(data_dir).check(max_seq_length, tokenizer_fingerprint, label_names, splits=[split])
     fn = dataset_fn(data_dir, split, per_replica_batch=per_replica, training=training, seed=seed,
                     shuffle_buffer=shuffle_buffer, cache=cache, map_fn=map_fn, length_buckets=length_buckets,
-                    manifest=manifest)
+                    manifest=manifest, repeat=repeat)
     pipelines: list[int] = []
 
     def record(context: tf.distribute.InputContext) -> tf.data.Dataset:

@@ -1,0 +1,76 @@
+"""End to end: `train(cfg)` on the tiny FinBERT twin, on 8 virtual replicas and on one device."""
+
+import json
+import pathlib
+
+import numpy as np
+import pytest
+from hydra import compose, initialize_config_dir
+
+from tfsent.config import ConfigError, conf_dir
+from tfsent.train import train
+
+# Dropout off so that runs on different replica counts see the same function; a learning rate a tiny random
+# model can move with in a few dozen steps.
+TINY = ["+experiment=finbert_tone_tiny", "model.hidden_dropout=0.0", "model.attention_dropout=0.0",
+        "model.classifier_dropout=0.0", "optimizer.learning_rate=3e-3", "optimizer.dft_rate=1.0",
+        "callbacks.tensorboard=false"]
+
+
+def compose_train(tmp_path: pathlib.Path, overrides: list[str]):
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+        return compose(config_name="train", overrides=[
+            f"paths.prepared_dir={tmp_path / 'prepared'}", f"paths.runs_dir={tmp_path / 'runs'}", *overrides])
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    """One prepared copy of AllAgree (tiny tokenizer length) shared by the module's runs."""
+    return tmp_path_factory.mktemp("shared")
+
+
+def _weights(run_dir: pathlib.Path) -> dict[str, np.ndarray]:
+    import h5py
+
+    out = {}
+    with h5py.File(run_dir / "model" / "tf_model.h5") as f:
+        f.visititems(lambda name, obj: out.__setitem__(name, obj[()]) if isinstance(obj, h5py.Dataset) else None)
+    return out
+
+
+def test_tiny_model_learns_on_8_replicas(prepared):
+    cfg = compose_train(prepared, TINY + ["trainer.epochs=3", "trainer.steps_per_epoch=12"])
+    metrics = train(cfg, prepared / "run8")
+    assert metrics["replicas"] == 8
+    rows = (prepared / "run8" / "metrics.csv").read_text().splitlines()
+    header, first, last = rows[0].split(","), rows[1].split(","), rows[-1].split(",")
+    loss = header.index("loss")
+    assert float(last[loss]) < float(first[loss]), rows
+    # The test split went through distributed evaluate with every row counted once.
+    report = json.loads((prepared / "run8" / "reports" / "test_confusion.json").read_text())
+    assert int(np.sum(report["matrix"])) == 227  # AllAgree 2264 rows, 10% stratified test split
+    assert (prepared / "run8" / "model" / "tfsent_model.json").is_file()
+    assert (prepared / "run8" / "reports" / "test_confusion.png").stat().st_size > 0
+
+
+def test_same_seed_same_weights_on_1_and_8_replicas(prepared):
+    common = TINY + ["trainer.epochs=1", "trainer.steps_per_epoch=6", "trainer.steps_per_execution=1"]
+    train(compose_train(prepared, common + ["strategy=cpu"]), prepared / "one")
+    train(compose_train(prepared, common + ["strategy=virtual_cpu"]), prepared / "eight")
+    one, eight = _weights(prepared / "one"), _weights(prepared / "eight")
+    assert one.keys() == eight.keys() and one
+    for name in one:
+        np.testing.assert_allclose(one[name], eight[name], rtol=1e-4, atol=2e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("override, message", [
+    ("trainer.global_batch_size=12", r"trainer.global_batch_size=12 is a global batch .* 8 replicas"),
+    ("model.config.max_position_embeddings=16", r"max_position_embeddings"),
+    ("trainer.epoch=2", r"trainer.epoch\b"),
+])
+def test_bad_config_fails_before_compute(prepared, override, message):
+    prefix = "+" if override.startswith("trainer.epoch=") else ""
+    cfg = compose_train(prepared, TINY + [prefix + override])
+    with pytest.raises((ConfigError, ValueError), match=message):
+        train(cfg, prepared / "bad")
+    assert not (prepared / "bad" / "checkpoints").exists()
