@@ -109,7 +109,7 @@ def _windows(a: int, b: int, size: int, stride: int) -> list[tuple[int, int]]:
 
 def _token_ranges(sent_tokens: list[tuple[int, int]], budget: int, overlap: int, stride: int):
     ranges = []
-    i, n = 0, len(sent_tokens)
+    i, n, done = 0, len(sent_tokens), 0
     while i < n:
         j, total = i, 0
         while j < n and total + (sent_tokens[j][1] - sent_tokens[j][0]) <= budget:
@@ -118,7 +118,12 @@ def _token_ranges(sent_tokens: list[tuple[int, int]], budget: int, overlap: int,
         if j == i:  # one sentence longer than a window: cut it into token windows on its own
             ranges.extend(_windows(*sent_tokens[i], budget, stride))
             i += 1
+            done = i
             continue
+        if j <= done:  # only overlap sentences fit (the next one is long): no new text, start after them
+            i = done
+            continue
+        done = j
         ranges.append((sent_tokens[i][0], sent_tokens[j - 1][1]))
         if j == n:
             break

@@ -1,0 +1,150 @@
+"""predict(): every row once, in input order, bucketed, identical on 8 virtual replicas and on one CPU."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import tf_keras
+
+from tfsent.bucketing import FILLER_ID, assign_buckets, bucket_lengths, pad_rows, predict_bucketed, reorder
+from tfsent.data.errors import DataError
+from tfsent.models import CheckpointError, ClassifierSpec, build_classifier, load_classifier, load_tokenizer
+from tfsent.predict import predict
+from tfsent.strategy import make_strategy
+
+LABELS = ["negative", "neutral", "positive"]
+TINY = dict(arch="bert", vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+            intermediate_size=64, max_position_embeddings=128)
+WORDS = "profit rose sharply while costs fell and the outlook for margins improved in the quarter".split()
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    tf_keras.utils.set_random_seed(0)
+    model = build_classifier(ClassifierSpec(config=TINY, label_names=LABELS, max_seq_length=128))
+    return model.save_pretrained(tmp_path_factory.mktemp("ckpt") / "model", tokenizer=load_tokenizer("minilm_l6"))
+
+
+def _texts(n, max_words, seed=0):
+    rng = np.random.RandomState(seed)
+    return [" ".join(rng.choice(WORDS, rng.randint(1, max_words + 1))) for _ in range(n)]
+
+
+def test_bucket_helpers_pad_and_reorder():
+    assert bucket_lengths([512, 32, 64, 256, 128], 128) == (32, 64, 128)
+    assert assign_buckets(np.array([2, 32, 33, 64, 65]), (32, 64, 128)).tolist() == [0, 0, 1, 1, 2]
+    with pytest.raises(ValueError, match="exceed the top bucket"):
+        assign_buckets(np.array([129]), (32, 64, 128))
+    arrays = pad_rows({"input_ids": [[5, 6], [7], [8, 9, 10]], "attention_mask": [[1, 1], [1], [1, 1, 1]]},
+                      np.array([0, 2]), 4, 4, {"input_ids": 0})
+    assert arrays["input_ids"].tolist() == [[5, 6, 0, 0], [8, 9, 10, 0], [0, 0, 0, 0], [0, 0, 0, 0]]
+    assert arrays["attention_mask"].tolist() == [[1, 1, 0, 0], [1, 1, 1, 0], [1, 0, 0, 0], [1, 0, 0, 0]]
+    assert arrays["example_id"].tolist() == [0, 2, FILLER_ID, FILLER_ID]
+    out = reorder([{"example_id": np.array([2, -1, 0]), "v": np.array([20, 99, 0])},
+                   {"example_id": np.array([1, -1]), "v": np.array([10, 98])}], 3)
+    assert out["v"].tolist() == [0, 10, 20]
+    with pytest.raises(ValueError, match=r"missing ids \[1\], duplicated \[2\]"):
+        reorder([{"example_id": np.array([2, 2, 0]), "v": np.zeros(3)}], 3)
+
+
+@pytest.fixture(scope="module")
+def loaded(ckpt):
+    """One model per strategy, shared so each bucket shape is traced once for the module."""
+    out = {}
+    for name in ("cpu", "virtual_cpu:8"):
+        strategy = make_strategy(name)
+        with strategy.scope():
+            model = load_classifier(ckpt)
+            model.compile()
+        out[name] = (strategy, model)
+    return out
+
+
+def test_every_row_in_order_on_8_replicas_matches_one_cpu(ckpt, loaded, monkeypatch):
+    tokenizer = load_tokenizer(ckpt)
+    traces = {"cpu": [], "virtual_cpu:8": []}
+    for name, (strategy, model) in loaded.items():
+        original = model.call
+
+        def counting_call(features, training=False, _orig=original, _log=traces[name]):
+            if not tf_keras.backend.is_keras_tensor(features["input_ids"]) and not _executing_eagerly():
+                _log.append(tuple(features["input_ids"].shape))
+            return _orig(features, training=training)
+
+        monkeypatch.setattr(model, "call", counting_call)
+    results = {}
+    # 1 and a prime: sizes not divisible by the global batch (16) or the replicas (8); two buckets (32, 64).
+    for n in (1, 37):
+        texts = _texts(n, 40, seed=n)
+        enc = tokenizer(texts)
+        lengths = [len(x) for x in enc["input_ids"]]
+        for name, (strategy, model) in loaded.items():
+            out = predict_bucketed(model, strategy, {k: enc[k] for k in ("input_ids", "attention_mask",
+                                                                          "token_type_ids")},
+                                   buckets=(32, 64, 128), global_batch_size=16)
+            assert out["label_id"].shape == (n,) and out["probs"].shape == (n, 3)
+            results[name, n] = out
+        ref, dist = results["cpu", n], results["virtual_cpu:8", n]
+        np.testing.assert_array_equal(dist["label_id"], ref["label_id"])
+        np.testing.assert_allclose(dist["probs"], ref["probs"], atol=1e-5)
+        # Order is input order: each row's probabilities equal those of the same text predicted alone.
+        assert max(lengths) > 32 or n == 1
+    cpu_strategy, cpu_model = loaded["cpu"]
+    alone = predict_bucketed(cpu_model, cpu_strategy, {k: [v] for k, v in tokenizer(_texts(37, 40, seed=37)[5]).items()},
+                             buckets=(32, 64, 128), global_batch_size=16)
+    np.testing.assert_allclose(alone["probs"][0], results["cpu", 37]["probs"][5], atol=1e-5)
+    # XLA compiles once per bucket shape: at most one trace per bucket used (per replica on 8 replicas).
+    assert len(traces["cpu"]) <= 2, traces["cpu"]
+    assert len(traces["virtual_cpu:8"]) <= 2 * 8, traces["virtual_cpu:8"]
+
+
+def _executing_eagerly():
+    import tensorflow as tf
+    return tf.executing_eagerly()
+
+
+def test_predict_csv_end_to_end_with_ids_and_truncation(ckpt, tmp_path):
+    texts = _texts(11, 8) + [" ".join(WORDS * 10)]
+    pd.DataFrame({"doc": [f"d{i}" for i in range(12)], "body": texts}).to_csv(tmp_path / "in.csv", index=False)
+    out = tmp_path / "scores.parquet"
+    summary = predict(ckpt, tmp_path / "in.csv", out, text_column="body", id_column="doc", strategy="cpu",
+                      global_batch_size=8, buckets=(32,), part_size=5, progress=False)
+    frame = pd.read_parquet(out)
+    assert summary["rows"] == 12 and summary["parts"] == 3 and summary["buckets"] == [32]
+    assert frame["row"].tolist() == list(range(12))
+    assert frame["id"].tolist() == [f"d{i}" for i in range(12)]
+    assert frame["truncated"].tolist() == [False] * 11 + [True]
+    assert frame["n_tokens"].iloc[-1] == 32
+    probs = frame[[f"prob_{n}" for n in LABELS]].to_numpy()
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-6)
+    assert frame["label"].tolist() == [LABELS[i] for i in probs.argmax(axis=1)]
+    assert not (tmp_path / "scores.parquet.parts").exists()
+    assert sum(summary["label_counts"].values()) == 12
+
+
+@pytest.mark.parametrize("content, match", [
+    ("text\nfine\n   \n", r"in\.csv:3: empty text"),
+    ("body\nfine\n", r"no column 'text'"),
+])
+def test_bad_rows_are_clear_errors(ckpt, tmp_path, content, match):
+    (tmp_path / "in.csv").write_text(content)
+    with pytest.raises(DataError, match=match):
+        predict(ckpt, tmp_path / "in.csv", tmp_path / "out.csv", strategy="cpu", global_batch_size=8,
+                progress=False)
+    assert not (tmp_path / "out.csv").exists()
+
+
+def test_non_utf8_names_line(ckpt, tmp_path):
+    (tmp_path / "in.txt").write_bytes(b"good line\nbad \xff byte\n")
+    with pytest.raises(DataError, match=r"in\.txt:2: cannot decode"):
+        predict(ckpt, tmp_path / "in.txt", tmp_path / "out.csv", strategy="cpu", global_batch_size=8,
+                progress=False)
+
+
+def test_unreadable_checkpoint(tmp_path):
+    (tmp_path / "in.txt").write_text("hello\n")
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / "config.json").write_text("{not json")
+    with pytest.raises(CheckpointError):
+        predict(tmp_path / "ckpt", tmp_path / "in.txt", tmp_path / "out.csv", strategy="cpu", global_batch_size=8,
+                progress=False)
+    assert not (tmp_path / "out.csv").exists()
