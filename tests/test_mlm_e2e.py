@@ -1,0 +1,62 @@
+"""End to end on Financial PhraseBank: BPE tokenizer -> blocks -> fit() on 8 replicas -> evaluate -> save/reload."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras
+
+from tfsent.data.blocks import prepare_mlm_corpus
+from tfsent.data.masking import IGNORE_INDEX, MaskingSpec, masking_map_fn
+from tfsent.data.reader import load_manifest, make_distributed_dataset
+from tfsent.mlm_eval import evaluate_mlm, predict_mlm
+from tfsent.models.masked_lm import MaskedLMSpec, build_masked_lm, load_masked_lm
+from tfsent.strategy import make_strategy
+from tfsent.tokenizer_training import load_tokenizer
+
+LENGTH, BATCH = 32, 32
+
+
+def _unigram_baseline(data_dir, predictions):
+    """Accuracy of always predicting the most frequent non-special training token at the masked positions."""
+    ds = tf.data.TFRecordDataset([str(p) for p in load_manifest(data_dir).shard_paths("train")])
+    counts = np.zeros(400, np.int64)
+    for record in ds:
+        ids = tf.train.Example.FromString(record.numpy()).features.feature["input_ids"].int64_list.value
+        counts += np.bincount(np.asarray(ids), minlength=400)[:400]
+    counts[:5] = 0
+    labels = predictions["labels"][predictions["labels"] != IGNORE_INDEX]
+    return float((labels == counts.argmax()).mean())
+
+
+@pytest.mark.slow  # a tokenizer, 240 training steps on 8 replicas, three evaluations
+def test_pretrain_tiny_roberta_on_phrasebank(tmp_path, phrasebank_dir):
+    data_dir = tmp_path / "data"
+    prepare_mlm_corpus(phrasebank_dir / "Sentences_AllAgree.txt", "phrasebank", data_dir, vocab_size=400,
+                       max_seq_length=LENGTH, fractions={"train": 0.9, "validation": 0.1}, num_shards=2)
+    tokenizer = load_tokenizer(data_dir / "tokenizer")
+    strategy = make_strategy("virtual_cpu:8")
+    spec = MaskedLMSpec(vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=128, max_seq_length=LENGTH, max_predictions=8, top_k=3)
+    masking = MaskingSpec.from_tokenizer(tokenizer)
+    train, steps = make_distributed_dataset(strategy, data_dir, "train", global_batch_size=BATCH, training=True,
+                                            seed=1, map_fn=masking_map_fn(masking, seed=1))
+    with strategy.scope():
+        model = build_masked_lm(spec)
+        model.compile(optimizer=tf_keras.optimizers.Adam(3e-3), jit_compile=True, steps_per_execution=10)
+    before = evaluate_mlm(model, data_dir, "validation", strategy, BATCH)
+    history = model.fit(train, epochs=2, steps_per_epoch=min(steps, 120), verbose=0).history
+    after = evaluate_mlm(model, data_dir, "validation", strategy, BATCH)
+    assert history["loss"][1] < history["loss"][0]
+    assert after["loss"] < before["loss"] - 1.0, (before, after)
+    predictions = predict_mlm(model, data_dir, "validation", strategy, BATCH)
+    baseline = _unigram_baseline(data_dir, predictions)
+    assert after["masked_accuracy"] > baseline + 0.05, (after, baseline)
+
+    model.save_pretrained(tmp_path / "model", tokenizer)
+    with strategy.scope():
+        reloaded = load_masked_lm(tmp_path / "model")
+        reloaded.compile(jit_compile=True)
+    again = predict_mlm(reloaded, data_dir, "validation", strategy, BATCH)
+    for name in predictions:
+        np.testing.assert_allclose(again[name], predictions[name], rtol=1e-5, atol=1e-5, err_msg=name)
+    assert load_tokenizer(tmp_path / "model").get_vocab() == tokenizer.get_vocab()
