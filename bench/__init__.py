@@ -1,0 +1,1 @@
+"""Benchmarks (issue 6): run `python bench/run.py`; see bench/README.md."""

@@ -1,0 +1,116 @@
+"""FLOPs of a BERT/RoBERTa encoder for the shapes it actually ran, and this machine's TF matmul rate.
+
+Counting convention: a multiply-add is 2 FLOPs; only matrix products are counted (they are >98% of the work at
+sentence lengths). Softmax, LayerNorm, GELU, embedding gathers and biases are left out, so the achieved fraction
+is, if anything, slightly understated.
+
+Per sequence of padded length ``L`` with hidden ``H``, feed-forward ``I`` and ``N`` layers:
+
+- projections Q, K, V and the attention output: ``4 * 2*L*H*H``
+- feed-forward in and out: ``2 * 2*L*H*I``
+- attention scores ``Q K^T`` and the weighted sum ``P V``: ``2 * 2*L*L*H`` (all heads together)
+- pooler ``2*H*H`` and classifier ``2*H*C`` once per sequence (classification head), or the LM head
+  ``2*L*H*H + 2*L*H*V`` (masked LM: dense transform and the tied vocabulary projection).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterable, Mapping
+
+
+@dataclasses.dataclass(frozen=True)
+class EncoderShape:
+    """The sizes FLOPs depend on.
+
+    Attributes:
+        hidden: hidden size ``H``.
+        layers: number of transformer layers ``N``.
+        intermediate: feed-forward size ``I``.
+        num_labels: classifier outputs ``C`` (0 for no classification head).
+        vocab: vocabulary size ``V`` when an LM head projects every position onto it, else 0.
+    """
+
+    hidden: int
+    layers: int
+    intermediate: int
+    num_labels: int = 0
+    vocab: int = 0
+
+    @classmethod
+    def from_config(cls, config, *, num_labels: int = 0, lm_head: bool = False) -> EncoderShape:
+        """Read the sizes from a transformers config (``BertConfig``/``RobertaConfig``) or a dict of its fields."""
+        get = config.get if isinstance(config, Mapping) else lambda k: getattr(config, k)
+        return cls(hidden=int(get("hidden_size")), layers=int(get("num_hidden_layers")),
+                   intermediate=int(get("intermediate_size")), num_labels=num_labels,
+                   vocab=int(get("vocab_size")) if lm_head else 0)
+
+
+def sequence_flops(shape: EncoderShape, length: int) -> int:
+    """Matmul FLOPs of one forward pass over one sequence of (padded) length ``length``."""
+    h, i, n, L = shape.hidden, shape.intermediate, shape.layers, int(length)
+    per_layer = 8 * L * h * h + 4 * L * h * i + 4 * L * L * h
+    head = 2 * h * h + 2 * h * shape.num_labels if shape.num_labels else 0
+    lm = 2 * L * h * h + 2 * L * h * shape.vocab if shape.vocab else 0
+    return n * per_layer + head + lm
+
+
+def batch_flops(shape: EncoderShape, rows_by_length: Mapping[int, int] | Iterable[tuple[int, int]]) -> int:
+    """Forward FLOPs of ``{padded length: number of rows}`` (e.g. the rows of each bucket, fillers included)."""
+    items = rows_by_length.items() if isinstance(rows_by_length, Mapping) else rows_by_length
+    return sum(int(rows) * sequence_flops(shape, length) for length, rows in items)
+
+
+def training_flops(forward: int) -> int:
+    """Forward + backward of a training step: the backward pass costs twice the forward (grads of inputs and
+    weights), the usual ``3 x forward`` rule."""
+    return 3 * forward
+
+
+def padded_rows(lengths: Iterable[int], buckets: Iterable[int], global_batch_size: int) -> dict[int, int]:
+    """Rows per bucket length as ``tfsent.bucketing.predict_bucketed`` runs them: each row in the smallest bucket
+    that holds it, each bucket padded up to a whole number of global batches with filler rows.
+
+    Raises:
+        ValueError: a length above the top bucket.
+    """
+    edges = sorted(int(b) for b in buckets)
+    counts = dict.fromkeys(edges, 0)
+    for n in lengths:
+        fit = next((b for b in edges if n <= b), None)
+        if fit is None:
+            raise ValueError(f"a row of {n} tokens exceeds the top bucket {edges[-1]}")
+        counts[fit] += 1
+    return {b: -(-c // global_batch_size) * global_batch_size for b, c in counts.items() if c}
+
+
+def matmul_rate(dtype: str = "float32", size: int = 1024, chain: int = 8, repeats: int = 5) -> float:
+    """This machine's sustained TF matmul rate in FLOP/s: the best of ``repeats`` timed calls of a tf.function
+    that multiplies ``chain`` pairs of ``size x size`` matrices (independent products, so every core can work).
+
+    Args:
+        dtype: ``float32`` or ``bfloat16``.
+        size: side of the square matrices.
+        chain: products per call (amortises the call overhead).
+        repeats: timed calls; the fastest counts (the machine is shared, so slow calls are other people's load).
+    """
+    import tensorflow as tf
+
+    dt = tf.as_dtype(dtype)
+    a = tf.random.normal([chain, size, size], dtype=tf.float32)
+    b = tf.random.normal([chain, size, size], dtype=tf.float32)
+    a, b = tf.cast(a, dt), tf.cast(b, dt)
+
+    @tf.function
+    def products(x, y):
+        # Reduce to a scalar so the result is materialised without copying chain*size^2 values back.
+        return tf.reduce_sum(tf.cast(tf.linalg.matmul(x, y), tf.float32))
+
+    products(a, b).numpy()  # trace and warm up
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        products(a, b).numpy()
+        best = min(best, time.perf_counter() - start)
+    return 2.0 * chain * size ** 3 / best

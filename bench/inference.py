@@ -1,0 +1,170 @@
+"""The TensorFlow inference modes, on one model and one list of sentences.
+
+Each mode is timed the same way as the torch modes: texts in, label ids out, tokenization included; the model is
+built and each mode warmed up (traced / compiled for the shapes it will see) before the clock starts. The cold
+end-to-end ``tfsent.predict()`` (checkpoint folder and text file in, CSV out, loading and XLA compilation
+included) is timed separately as what a user waits for.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import tempfile
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+import tfsent  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+import tensorflow as tf
+
+from bench import flops as flops_lib
+from bench.machine import RssSampler
+from bench.table import Measurement
+
+LABELS = ["negative", "neutral", "positive"]
+FIXED_LENGTH = 128
+BUCKETS = (32, 64, 128)
+
+# BERT-base: FinBERT's shape (12 layers, hidden 768), random weights: the cost, not the answers.
+BERT_BASE = {"arch": "bert", "vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12,
+             "num_attention_heads": 12, "intermediate_size": 3072, "max_position_embeddings": 512,
+             "type_vocab_size": 2}
+
+
+def read_phrasebank(path: str | pathlib.Path) -> list[str]:
+    """The sentences of a Financial PhraseBank file, in file order (labels dropped), via tfsent's reader."""
+    from tfsent.data.sources import read_records
+
+    return [r.text for r in read_records(path, "phrasebank")]
+
+
+def repeat_to(texts: Sequence[str], n: int) -> list[str]:
+    """``n`` texts: ``texts`` repeated (and cut) to length ``n``."""
+    if not texts:
+        raise ValueError("no texts to repeat")
+    return [texts[i % len(texts)] for i in range(n)]
+
+
+def build_model(strategy, model: str, precision: str = "float32"):
+    """A compiled (XLA) SequenceClassifier: ``minilm`` (real MiniLM-L6 weights) or ``bert_base`` (random)."""
+    from tfsent.models import ClassifierSpec, build_classifier
+    from tfsent.precision import set_policy
+
+    spec = (ClassifierSpec(source="minilm_l6", label_names=LABELS) if model == "minilm"
+            else ClassifierSpec(config=BERT_BASE, label_names=LABELS))
+    set_policy(precision, strategy)
+    try:
+        with strategy.scope():
+            clf = build_classifier(spec)
+            clf.compile(jit_compile=True)
+    finally:
+        set_policy("float32", strategy)  # the policy is global: later models are float32 unless asked
+    return clf
+
+
+def encoder_shape(clf) -> flops_lib.EncoderShape:
+    return flops_lib.EncoderShape.from_config(clf.hf_model.config, num_labels=len(LABELS))
+
+
+def _fixed(tokenizer, texts):
+    enc = tokenizer(list(texts), padding="max_length", truncation=True, max_length=FIXED_LENGTH,
+                    return_tensors="np")
+    return {k: enc[k].astype(np.int32) for k in ("input_ids", "attention_mask", "token_type_ids")}
+
+
+def eager_loop(clf, tokenizer, texts: Sequence[str], batch_size: int, label: str) -> Measurement:
+    """``for batch in ds: model(batch)``: a tf.data pipeline padded to 128, the model called eagerly."""
+    def run(items):
+        ds = tf.data.Dataset.from_tensor_slices(_fixed(tokenizer, items)).batch(batch_size)
+        return np.concatenate([tf.argmax(clf(batch), -1).numpy() for batch in ds])
+
+    run(texts[:batch_size])
+    start = time.perf_counter()
+    out = run(texts)
+    seconds = time.perf_counter() - start
+    assert len(out) == len(texts)
+    return Measurement(f"eager TF loop ({label})", len(texts), seconds,
+                       f"batch {batch_size}, pad to {FIXED_LENGTH}, model(batch) eagerly",
+                       flops=flops_lib.batch_flops(encoder_shape(clf), {FIXED_LENGTH: len(texts)}))
+
+
+def keras_predict(clf, tokenizer, texts: Sequence[str], batch_size: int, label: str) -> Measurement:
+    """Plain ``model.predict(features)`` of the Hugging Face TF model, everything padded to 128."""
+    hf = clf.hf_model
+
+    def run(items):
+        out = hf.predict(_fixed(tokenizer, items), batch_size=batch_size, verbose=0)
+        return np.argmax(out["logits"], -1)
+
+    run(texts[:batch_size])
+    start = time.perf_counter()
+    out = run(texts)
+    seconds = time.perf_counter() - start
+    assert len(out) == len(texts)
+    return Measurement(f"model.predict, pad {FIXED_LENGTH} ({label})", len(texts), seconds,
+                       f"batch {batch_size}, tf_keras predict (graph, no XLA)",
+                       flops=flops_lib.batch_flops(encoder_shape(clf), {FIXED_LENGTH: len(texts)}))
+
+
+def _ragged(tokenizer, texts):
+    enc = tokenizer(list(texts), truncation=True, max_length=BUCKETS[-1], return_token_type_ids=True)
+    return {k: enc[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+
+
+def _warm_bucketed(clf, strategy, tokenizer, texts, batch_size):
+    """Compile each bucket shape the texts will use, with one row per bucket (one step each)."""
+    from tfsent.bucketing import predict_bucketed
+
+    lengths = [len(s) for s in _ragged(tokenizer, texts)["input_ids"]]
+    first = {}
+    for i, n in enumerate(lengths):
+        first.setdefault(next(b for b in BUCKETS if n <= b), i)
+    predict_bucketed(clf, strategy, _ragged(tokenizer, [texts[i] for i in first.values()]), buckets=BUCKETS,
+                     global_batch_size=batch_size, pad_values={"input_ids": tokenizer.pad_token_id})
+    return lengths
+
+
+def tfsent_predict(clf, strategy, tokenizer, texts: Sequence[str], batch_size: int, label: str,
+                   name: str = "tfsent predict") -> tuple[Measurement, Measurement]:
+    """tfsent's bucketed, XLA-compiled predict on a warm model (``tfsent.bucketing.predict_bucketed``, the core
+    of ``tfsent.predict``).
+
+    Returns:
+        ``(measurement, useful)``: the run with the FLOPs it executed (padded buckets, filler rows included),
+        and the same time with only the FLOPs of the real tokens (no padding at all).
+    """
+    from tfsent.bucketing import predict_bucketed
+
+    lengths = _warm_bucketed(clf, strategy, tokenizer, texts, batch_size)
+    with RssSampler() as rss:
+        start = time.perf_counter()
+        out = predict_bucketed(clf, strategy, _ragged(tokenizer, texts), buckets=BUCKETS,
+                               global_batch_size=batch_size, pad_values={"input_ids": tokenizer.pad_token_id})
+        seconds = time.perf_counter() - start
+    assert len(out["label_id"]) == len(texts)
+    shape = encoder_shape(clf)
+    executed = flops_lib.batch_flops(shape, flops_lib.padded_rows(lengths, BUCKETS, batch_size))
+    useful = flops_lib.batch_flops(shape, ((n, 1) for n in lengths))
+    note = f"batch {batch_size}, buckets {list(BUCKETS)}, XLA"
+    return (Measurement(f"{name} ({label})", len(texts), seconds, note, flops=executed, peak_rss_mb=rss.peak_mb,
+                        rss_before_mb=rss.start_mb),
+            Measurement(f"{name} ({label}), useful FLOPs", len(texts), seconds, note, flops=useful))
+
+
+def tfsent_predict_cold(clf, tokenizer, texts: Sequence[str], batch_size: int, label: str) -> Measurement:
+    """``tfsent.predict.predict()`` end to end, as ``make predict`` runs it: checkpoint folder and text file in,
+    CSV out; model loading, tokenization, XLA compilation of each bucket and writing included."""
+    from tfsent.predict import predict
+
+    with tempfile.TemporaryDirectory(prefix="tfsent-bench-") as tmp:
+        tmp = pathlib.Path(tmp)
+        clf.save_pretrained(tmp / "ckpt", tokenizer=tokenizer)
+        (tmp / "texts.txt").write_text("\n".join(t.replace("\n", " ") for t in texts) + "\n", encoding="utf-8")
+        start = time.perf_counter()
+        summary = predict(tmp / "ckpt", tmp / "texts.txt", tmp / "out.csv", strategy="cpu",
+                          global_batch_size=batch_size, buckets=BUCKETS, progress=False)
+        seconds = time.perf_counter() - start
+    assert summary["rows"] == len(texts)
+    return Measurement(f"tfsent.predict() cold, file to file ({label})", len(texts), seconds,
+                       "load + compile + tokenize + write CSV")

@@ -1,0 +1,149 @@
+"""Training speed: ``fit()`` as ``tfsent.train`` builds it vs a hand-written ``tf.function`` step, and the
+RoBERTa-small masked-LM step rate.
+
+The fit() side follows ``tfsent.train.train`` step by step through the classification task module (strategy,
+checks, prepared TFRecords, ``task.dataset``, ``task.build_model``, ``task.build_optimizer``, ``compile`` with the
+trainer's ``steps_per_execution`` and ``jit_compile``), from the composed ``+experiment=finbert_tone`` config.
+Checkpoint/TensorBoard callbacks and validation are left out: they run once per epoch, and an epoch here is a
+handful of steps. The hand-written step runs on the same model, with the same optimizer, on one batch taken from
+the same dataset, XLA-compiled like fit()'s.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import time
+
+import numpy as np
+
+import tfsent  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+import tensorflow as tf
+import tf_keras
+
+from bench import flops as flops_lib
+from bench.table import Measurement
+
+
+class _EpochTimer(tf_keras.callbacks.Callback):
+    """Wall time of each epoch (fit() returns only after the last step's results are fetched)."""
+
+    def __init__(self):
+        super().__init__()
+        self.seconds: list[float] = []
+        self._start = 0.0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._start = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.seconds.append(time.perf_counter() - self._start)
+
+
+def compose_train_config(prepared_dir: str | pathlib.Path, max_seq_length: int, steps: int):
+    """The ``+experiment=finbert_tone`` config on one CPU, capped to ``steps`` micro-steps per epoch."""
+    from hydra import compose, initialize_config_dir
+
+    from tfsent.config import conf_dir
+
+    overrides = ["+experiment=finbert_tone", "strategy=cpu", f"paths.prepared_dir={prepared_dir}",
+                 f"data.max_seq_length={max_seq_length}", f"trainer.steps_per_epoch={steps}",
+                 "trainer.precision=float32"]
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+        return compose(config_name="train", overrides=overrides)
+
+
+def fit_vs_hand_step(prepared_dir: str | pathlib.Path, *, max_seq_length: int = 128,
+                     steps: int = 8) -> tuple[Measurement, Measurement]:
+    """Sequences/s of tfsent's fit() and of a hand-written step, ``steps`` timed steps each, after warm-up.
+
+    Returns:
+        ``(fit, hand)`` measurements, with the training FLOPs (3 x forward) of the timed steps.
+    """
+    from tfsent import tasks
+    from tfsent.config import TrainerSpec, spec_from_config, strategy_name
+    from tfsent.precision import set_policy
+    from tfsent.strategy import make_strategy
+
+    cfg = compose_train_config(prepared_dir, max_seq_length, steps)
+    trainer = spec_from_config(TrainerSpec, cfg.trainer, "trainer")
+    if steps % trainer.steps_per_execution:
+        raise ValueError(f"steps={steps} must be a multiple of trainer.steps_per_execution="
+                         f"{trainer.steps_per_execution} (fit() runs them in groups)")
+    task = tasks.get(cfg.task)
+    strategy = make_strategy(strategy_name(cfg.strategy))
+    tf_keras.utils.set_random_seed(int(cfg.seed))
+    task.check_config(cfg)
+    data_dir = task.prepared_data(cfg)
+    manifest = task.load_and_check_manifest(cfg, data_dir)
+    policy = set_policy(trainer.precision, strategy)
+    train_ds, _ = task.dataset(strategy, data_dir, "train", trainer, cfg, training=True)
+    with strategy.scope():
+        model = task.build_model(cfg, manifest)
+        optimizer = task.build_optimizer(cfg, model, 10 * steps, policy)
+        model.compile(optimizer=optimizer, steps_per_execution=trainer.steps_per_execution,
+                      jit_compile=trainer.jit_compile, **task.compile_kwargs(manifest))
+
+    timer = _EpochTimer()
+    # Epoch 1 traces and compiles; epoch 2 is timed. The capped dataset repeats, so both epochs are full.
+    model.fit(train_ds, epochs=2, steps_per_epoch=steps, callbacks=[timer], verbose=0)
+    batch = trainer.global_batch_size
+    shape = flops_lib.EncoderShape.from_config(model.hf_model.config, num_labels=len(model.label_names))
+    step_flops = flops_lib.training_flops(flops_lib.batch_flops(shape, {max_seq_length: batch}))
+    fit = Measurement("tfsent fit() (MiniLM-L6)", steps * batch, timer.seconds[-1],
+                      f"batch {batch} x {max_seq_length}, steps_per_execution {trainer.steps_per_execution}, XLA",
+                      flops=steps * step_flops)
+
+    x, y, w = next(iter(train_ds))
+    loss_fn = tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    def replica_step(x, y, w):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True), sample_weight=w)
+        optimizer.minimize(loss, model.trainable_variables, tape=tape)
+        return loss
+
+    @tf.function(jit_compile=trainer.jit_compile)
+    def hand_step(x, y, w):
+        return strategy.run(replica_step, args=(x, y, w))
+
+    hand_step(x, y, w).numpy()
+    start = time.perf_counter()
+    for _ in range(steps):
+        loss = hand_step(x, y, w)
+    loss.numpy()
+    hand = Measurement("hand-written tf.function step (MiniLM-L6)", steps * batch, time.perf_counter() - start,
+                       f"same model, optimizer and batch; one fixed batch, XLA", flops=steps * step_flops)
+    return fit, hand
+
+
+def mlm_step_rate(*, steps: int = 16, batch: int = 64, max_seq_length: int = 64,
+                  vocab_size: int = 10000) -> Measurement:
+    """Sequences/s of the RoBERTa-small masked LM (``conf/model/roberta_small.yaml`` shape) under fit(), with
+    tfsent's dynamic masking on synthetic token blocks (the cost does not depend on the token values)."""
+    from tfsent.data.masking import MaskingSpec, masking_transform
+    from tfsent.models.masked_lm import MaskedLMSpec, build_masked_lm
+    from tfsent.optim import OptimizerSpec, build_optimizer
+    from tfsent.strategy import make_strategy
+
+    spec = MaskedLMSpec(vocab_size=vocab_size, max_seq_length=max_seq_length)
+    strategy = make_strategy("cpu")
+    rng = np.random.default_rng(0)
+    n = batch * 8
+    ids = rng.integers(5, vocab_size, size=(n, max_seq_length)).astype(np.int32)
+    ids[:, 0], ids[:, -1] = spec.bos_token_id, spec.eos_token_id
+    features = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+    masking = MaskingSpec(vocab_size=vocab_size, mask_token_id=spec.mask_token_id, special_ids=spec.special_ids())
+    ds = (tf.data.Dataset.from_tensor_slices(features).batch(batch, drop_remainder=True).cache()
+          .apply(masking_transform(masking, seed=0)).repeat().prefetch(tf.data.AUTOTUNE))
+    with strategy.scope():
+        model = build_masked_lm(spec)
+        model.compile(optimizer=build_optimizer(OptimizerSpec(learning_rate=5e-4, dft_rate=1.0,
+                                                              total_steps=10 * steps)),
+                      steps_per_execution=8, jit_compile=True)
+    timer = _EpochTimer()
+    model.fit(ds, epochs=2, steps_per_epoch=steps, callbacks=[timer], verbose=0)
+    shape = flops_lib.EncoderShape.from_config(spec.hf_config(), lm_head=True)
+    step_flops = flops_lib.training_flops(flops_lib.batch_flops(shape, {max_seq_length: batch}))
+    return Measurement("RoBERTa-small MLM fit()", steps * batch, timer.seconds[-1],
+                       f"3 layers, hidden 300, vocab {vocab_size}; batch {batch} x {max_seq_length}, XLA; "
+                       f"{steps / timer.seconds[-1]:.2f} steps/s", flops=steps * step_flops)

@@ -1,0 +1,122 @@
+"""Smoke test of the benchmark code (bench/): FLOP counting and the table arithmetic with exact values, and the
+tfsent inference modes on a tiny random BERT. No timing is asserted: speed lives in bench/RESULTS.md."""
+
+import sys
+
+import numpy as np
+import pytest
+from transformers import BertConfig
+
+from conftest import REPO
+
+sys.path.insert(0, str(REPO))
+
+from bench import flops, table  # noqa: E402
+from bench.run import parse_args  # noqa: E402
+
+TINY = {"arch": "bert", "vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+        "intermediate_size": 64, "max_position_embeddings": 128}
+
+
+def test_sequence_flops_exact():
+    shape = flops.EncoderShape(hidden=4, layers=2, intermediate=8, num_labels=3)
+    # per layer: 8*L*H*H + 4*L*H*I + 4*L*L*H with L=5: 640 + 640 + 400 = 1680; head: 2*16 + 2*4*3 = 56
+    assert flops.sequence_flops(shape, 5) == 2 * 1680 + 56
+    lm = flops.EncoderShape(hidden=4, layers=1, intermediate=8, vocab=10)
+    # 1680 + LM head 2*5*16 + 2*5*4*10 = 160 + 400
+    assert flops.sequence_flops(lm, 5) == 1680 + 560
+    assert flops.batch_flops(shape, {5: 3, 2: 1}) == 3 * flops.sequence_flops(shape, 5) + flops.sequence_flops(shape, 2)
+    assert flops.batch_flops(shape, [(5, 3)]) == 3 * 3416
+    assert flops.training_flops(100) == 300
+
+
+def test_minilm_shape_from_config():
+    config = BertConfig(hidden_size=384, num_hidden_layers=6, intermediate_size=1536, num_attention_heads=12)
+    shape = flops.EncoderShape.from_config(config, num_labels=3)
+    assert shape == flops.EncoderShape(hidden=384, layers=6, intermediate=1536, num_labels=3, vocab=0)
+    # MiniLM-L6 at 128 tokens: 6 * (8*128*384^2 + 4*128*384*1536 + 4*128^2*384) + 2*384^2 + 2*384*3
+    assert flops.sequence_flops(shape, 128) == 2_869_201_152
+    assert flops.EncoderShape.from_config({"hidden_size": 2, "num_hidden_layers": 1, "intermediate_size": 3,
+                                           "vocab_size": 7}, lm_head=True).vocab == 7
+
+
+def test_padded_rows_matches_bucketing():
+    # 3 rows fit 32, 1 fits 64, none 128; each bucket padded to whole batches of 4.
+    assert flops.padded_rows([10, 32, 5, 40], (32, 64, 128), 4) == {32: 4, 64: 4}
+    assert flops.padded_rows([33] * 5, (32, 64), 4) == {64: 8}
+    with pytest.raises(ValueError, match="exceeds the top bucket 64"):
+        flops.padded_rows([65], (32, 64), 4)
+
+
+def test_matmul_rate_is_positive():
+    assert flops.matmul_rate("float32", size=32, chain=2, repeats=2) > 0
+
+
+def test_measurement_and_ratios():
+    slow = table.Measurement("pipeline", rows=100, seconds=10.0)
+    fast = table.Measurement("tfsent", rows=200, seconds=4.0, flops=8e9)
+    assert slow.rate == 10.0 and fast.rate == 50.0
+    assert fast.ms_per_row == 20.0
+    assert table.speedup(fast, slow) == 5.0
+    assert fast.flop_rate() == 2e9 and slow.flop_rate() is None
+    assert table.speedup(fast, table.Measurement("none", 0, 0.0)) == 0.0
+
+
+def test_tables_exact():
+    slow = table.Measurement("pipeline", 100, 10.0, "batch 1")
+    fast = table.Measurement("tfsent", 200, 4.0)
+    assert table.throughput_table([slow, fast], slow).splitlines() == [
+        "| mode | rows | seconds | rows/s | ms/row | vs pipeline | note |",
+        "|---|---|---|---|---|---|---|",
+        "| pipeline | 100 | 10.00 | 10.00 | 100.00 | 1.00x | batch 1 |",
+        "| tfsent | 200 | 4.00 | 50.00 | 20.00 | 5.00x |  |",
+    ]
+    targets = [table.Target("speed-up", 5.0, 4.0), table.Target("overhead", 1.2, 1.15, higher_is_better=False)]
+    assert [t.met for t in targets] == [True, False]
+    assert table.targets_table(targets).splitlines()[2:] == [
+        "| speed-up | 5.00 | >= 4 | yes |",
+        "| overhead | 1.20 | <= 1.15 | **no** |",
+    ]
+    assert table.markdown(["a"], [[0.01234]]).splitlines()[2] == "| 0.0123 |"
+
+
+def test_parse_args_defaults_and_errors(capsys):
+    quick = parse_args(["--quick"])
+    assert (quick.sizes, quick.minilm_rows, quick.bert_rows, quick.pipeline_rows) == ([128, 512], 96, 32, 24)
+    full = parse_args([])
+    assert full.sizes == [1000, 10000, 100000]
+    assert parse_args(["--sizes", "10, 20"]).sizes == [10, 20]
+    with pytest.raises(SystemExit):
+        parse_args(["--sizes", "ten"])
+    assert "--sizes must be comma-separated integers" in capsys.readouterr().err
+
+
+def test_tfsent_modes_on_tiny_bert(monkeypatch):
+    """Every TF mode runs on a tiny random BERT and counts the FLOPs of exactly the shapes it ran."""
+    from bench import inference
+    from tfsent.models import load_tokenizer
+    from tfsent.strategy import make_strategy
+
+    monkeypatch.setattr(inference, "BERT_BASE", TINY)
+    strategy = make_strategy("cpu")
+    tokenizer = load_tokenizer("minilm_l6")
+    clf = inference.build_model(strategy, "bert_base")
+    sentences = inference.read_phrasebank(REPO / "data" / "financial_phrasebank" / "Sentences_AllAgree.txt")
+    assert len(sentences) == 2264
+    texts = inference.repeat_to(sentences[:5], 12)
+    assert texts[5] == sentences[0] and len(texts) == 12
+    shape = inference.encoder_shape(clf)
+    assert shape == flops.EncoderShape(hidden=32, layers=2, intermediate=64, num_labels=3)
+
+    eager = inference.eager_loop(clf, tokenizer, texts, 4, "tiny")
+    assert (eager.rows, eager.flops) == (12, 12 * flops.sequence_flops(shape, 128))
+    plain = inference.keras_predict(clf, tokenizer, texts, 4, "tiny")
+    assert plain.rows == 12 and plain.flops == eager.flops
+
+    executed, useful = inference.tfsent_predict(clf, strategy, tokenizer, texts, 4, "tiny")
+    lengths = [len(tokenizer(t)["input_ids"]) for t in texts]
+    assert executed.flops == flops.batch_flops(shape, flops.padded_rows(lengths, inference.BUCKETS, 4))
+    assert useful.flops == sum(flops.sequence_flops(shape, n) for n in lengths)
+    assert useful.flops < executed.flops
+    assert executed.peak_rss_mb >= executed.rss_before_mb > 0
+    assert np.isclose(executed.seconds, useful.seconds)
