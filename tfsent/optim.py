@@ -120,8 +120,8 @@ class OptimizerSpec:
 
 @tf_keras.utils.register_keras_serializable(package="tfsent")
 class WarmupLinearDecay(tf_keras.optimizers.schedules.LearningRateSchedule):
-    """``peak * u / warmup`` for ``u < warmup``, then linear decay to 0 at ``total`` (or flat when
-    ``decay=False``); 0 after ``total``. ``u`` counts applied updates, starting at 0 (Hugging Face's
+    """``peak * u / warmup`` for ``u < warmup``, then linear decay to 0 at ``total`` and 0 after it (or flat
+    at ``peak`` when ``decay=False``). ``u`` counts applied updates, starting at 0 (Hugging Face's
     ``get_linear_schedule_with_warmup``: the first update of a warm-up has rate 0).
     """
 
@@ -146,7 +146,6 @@ class WarmupLinearDecay(tf_keras.optimizers.schedules.LearningRateSchedule):
             remaining = max(self.total_steps - self.warmup_steps, 1)
             decayed = peak * (self.total_steps - u) / remaining
             rate = tf.where(u >= self.warmup_steps, decayed, rate)
-        if self.total_steps is not None:
             rate = tf.where(u >= self.total_steps, tf.zeros_like(rate), rate)
         return rate
 
@@ -171,6 +170,8 @@ class AccumulatingAdamW(tf_keras.optimizers.Optimizer):
         # per micro-batch; the base also refuses clipnorm together with global_clipnorm.
         kwargs.pop("clipnorm", None)
         kwargs.pop("jit_compile", None)
+        if kwargs.get("use_ema"):
+            raise ValueError("AccumulatingAdamW does not support use_ema")
         super().__init__(name=name, weight_decay=None, jit_compile=False, **kwargs)
         if int(accumulation_steps) < 1:
             raise ValueError(f"accumulation_steps must be >= 1, got {accumulation_steps}")
