@@ -42,8 +42,16 @@ train: ## Train an experiment: make train EXPERIMENT=finbert_tone ARGS="trainer.
 predict: ## Predict with a trained model: make predict CKPT=runs/.../model INPUT=texts.csv OUTPUT=out.csv
 	$(PY) -m tfsent.predict ckpt_path=$(CKPT) input=$(INPUT) output=$(OUTPUT) $(ARGS)
 
-demo: ## Offline end to end: fine-tune MiniLM-L6 on PhraseBank, then score sentences and transcripts
-	$(PY) -m tfsent.demo run_dir=$(RUN_DIR)
+TRANSCRIPTS ?= ../shared/data/transcripts/ectsum/test
+demo: ## Offline end to end: fine-tune MiniLM-L6 on PhraseBank AllAgree, score sentences, then transcripts if present
+	$(PY) -m tfsent.train +experiment=finbert_tone data=phrasebank_allagree trainer.epochs=1 hydra.run.dir=$(RUN_DIR)/train
+	$(PY) -m tfsent.predict ckpt_path=$(RUN_DIR)/train/model input=data/demo/sentences.txt input_format=text \
+		output=$(RUN_DIR)/sentences.csv hydra.run.dir=$(RUN_DIR)/predict-sentences
+	@cat $(RUN_DIR)/sentences.csv
+	@if [ -d "$(TRANSCRIPTS)" ]; then \
+		$(PY) -m tfsent.predict ckpt_path=$(RUN_DIR)/train/model input=$(TRANSCRIPTS) input_format=documents \
+			output=$(RUN_DIR)/transcripts.csv hydra.run.dir=$(RUN_DIR)/predict-transcripts; \
+	else echo "demo: $(TRANSCRIPTS) absent; skipped the transcript scores"; fi
 
 quality: ## Reproduce the README quality table (50Agree and AllAgree, MiniLM-L6, CPU; ~1 h on 2 cores)
 	$(PY) -m tfsent.train +experiment=finbert_tone hydra.run.dir=runs/quality-50agree
