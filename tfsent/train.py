@@ -60,10 +60,10 @@ def train(cfg: DictConfig, run_dir: str | os.PathLike) -> dict[str, Any]:
     policy = _set_precision(trainer.precision, strategy)
 
     train_ds, train_steps = task.dataset(strategy, data_dir, "train", trainer, cfg, training=True)
-    fit_steps = train_steps if trainer.steps_per_epoch is None else min(
-        train_steps or trainer.steps_per_epoch, trainer.steps_per_epoch)
-    # With length buckets the exact count depends on the shuffle; the schedule uses an estimate from the records.
-    steps_per_epoch = fit_steps or manifest.splits["train"].count // trainer.global_batch_size
+    if train_steps is None:
+        # Length buckets: the exact count depends on the shuffle, and the data repeats; an epoch is one pass's worth.
+        train_steps = max(1, manifest.splits["train"].count // trainer.global_batch_size)
+    steps_per_epoch = min(train_steps, trainer.steps_per_epoch or train_steps)
     accumulation = int(cfg.optimizer.get("accumulation_steps", 1) or 1)
     total_updates = max(1, trainer.epochs * steps_per_epoch // accumulation)
     val_ds, val_steps = task.dataset(strategy, data_dir, "validation", trainer, cfg, training=False)
@@ -78,7 +78,7 @@ def train(cfg: DictConfig, run_dir: str | os.PathLike) -> dict[str, Any]:
     log.info("training %s on %d replica(s): %d steps/epoch x %d epochs, %d optimizer updates, policy %s",
              cfg.run_name, replicas, steps_per_epoch, trainer.epochs, total_updates, policy)
     started = time.perf_counter()
-    history = model.fit(train_ds, epochs=trainer.epochs, steps_per_epoch=fit_steps,
+    history = model.fit(train_ds, epochs=trainer.epochs, steps_per_epoch=steps_per_epoch,
                         validation_data=val_ds, validation_steps=val_steps, callbacks=callbacks, verbose=2)
     seconds = time.perf_counter() - started
 

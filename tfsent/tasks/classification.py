@@ -94,8 +94,9 @@ def dataset(strategy: tf.distribute.Strategy, data_dir: pathlib.Path, split: str
         global_batch_size=trainer.global_batch_size if training else trainer.eval_batch_size,
         training=training, seed=int(cfg.seed), shuffle_buffer=trainer.shuffle_buffer, map_fn=to_model_labels,
         length_buckets=trainer.length_buckets if training else None,
-        # A capped epoch is shorter than the data: repeat so later epochs do not run dry.
-        repeat=training and trainer.steps_per_epoch is not None,
+        # A capped epoch is shorter than the data, and a bucketed one has no exact length (distributed fit needs a
+        # step count): repeat so no epoch runs dry.
+        repeat=training and (trainer.steps_per_epoch is not None or bool(trainer.length_buckets)),
         key="trainer.global_batch_size" if training else "trainer.eval_batch_size")
 
 
