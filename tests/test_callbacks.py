@@ -84,8 +84,9 @@ def _child(run_dir: pathlib.Path, stall_at: int | None) -> None:
                 time.sleep(600)  # wait here for the parent's SIGKILL
 
     marker = Progress()
+    callbacks = [*build_callbacks(spec, run_dir, label_names=LABELS), marker]
     history = model.fit(train, epochs=EPOCHS, steps_per_epoch=STEPS_PER_EPOCH, validation_data=val,
-                        validation_steps=1, callbacks=[*build_callbacks(spec, run_dir, label_names=LABELS), marker], verbose=0)
+                        validation_steps=1, callbacks=callbacks, verbose=0)
     np.savez(run_dir / "final.npz", *model.get_weights())
     (run_dir / "result.json").write_text(json.dumps({
         "iterations": int(model.optimizer.iterations.numpy()), "first_step": [int(v) for v in marker.first],
