@@ -2,6 +2,7 @@
 retracing, the schedule on applied updates, weight-decay exclusion, and exact resumption from checkpoints."""
 
 import copy
+import functools
 
 import numpy as np
 import pytest
@@ -13,6 +14,13 @@ from tfsent.strategy import make_strategy
 
 X = np.random.default_rng(0).normal(size=(96, 5)).astype("float32")
 Y = np.random.default_rng(1).normal(size=(96, 1)).astype("float32")
+
+
+@functools.lru_cache(maxsize=None)
+def _strategy(name):
+    # One strategy per device set per process: separate MirroredStrategy objects over the same devices
+    # allocate the same collective group/instance keys, and a later one then aborts on a shape mismatch.
+    return make_strategy(name)
 
 
 def _initial_weights():
@@ -68,7 +76,7 @@ def _fit(model, x, y, batch):
 @pytest.fixture(scope="module")
 def large_batch_reference():
     """One replica, batches of 32, no accumulation: weights after 1 and after 3 updates."""
-    model, _ = _model(make_strategy("cpu"), _spec(1))
+    model, _ = _model(_strategy("cpu"), _spec(1))
     return _fit(model, X[:32], Y[:32], 32), _fit(model, X[32:], Y[32:], 32)
 
 
@@ -77,7 +85,7 @@ def large_batch_reference():
     pytest.param("virtual_cpu:8", False, 4, marks=pytest.mark.slow)])
 def test_accumulating_4_micro_batches_of_8_equals_one_batch_of_32(large_batch_reference, strategy_name, jit,
                                                                   steps_per_execution):
-    model, optimizer = _model(make_strategy(strategy_name), _spec(4), jit=jit, steps_per_execution=steps_per_execution)
+    model, optimizer = _model(_strategy(strategy_name), _spec(4), jit=jit, steps_per_execution=steps_per_execution)
     after_1 = _fit(model, X[:32], Y[:32], 8)
     assert _counters(optimizer) == (4, 1, 0)
     after_3 = _fit(model, X[32:], Y[32:], 8)
@@ -102,7 +110,7 @@ def _apply_fn(strategy, optimizer, variables):
 
 @pytest.mark.parametrize("strategy_name", ["cpu", pytest.param("virtual_cpu:8", marks=pytest.mark.slow)])
 def test_first_update_of_group_i_is_lr_over_dft_rate_to_its_depth(strategy_name):
-    strategy = make_strategy(strategy_name)
+    strategy = _strategy(strategy_name)
     grads = [np.array([1.0, -2.0, 0.5], "float32")] * 4
     with strategy.scope():
         variables = [tf.Variable(np.zeros(3, "float32"), name=f"group{i}/kernel") for i in range(4)]
@@ -122,7 +130,7 @@ def test_gradual_unfreezing_moves_each_group_from_its_step_with_a_first_adam_ste
     # 3 groups, the top one trainable at first, one more every 2 updates: groups start at updates 4, 2, 0.
     # A constant gradient makes every Adam step exactly lr * sign(g) *if* bias correction counts the group's
     # own updates; with the global count the first step after unfreezing would be ~3x too large.
-    strategy = make_strategy("cpu")
+    strategy = _strategy("cpu")
     with strategy.scope():
         variables = [tf.Variable(np.zeros(2, "float32"), name=f"g{i}/kernel") for i in range(3)]
         spec = OptimizerSpec(learning_rate=0.1, weight_decay=0.0, epsilon=1e-12, clipnorm=None, dft_rate=1.0,
@@ -149,7 +157,7 @@ def test_gradual_unfreezing_moves_each_group_from_its_step_with_a_first_adam_ste
 def test_unfreezing_during_fit_never_retraces_or_recompiles():
     # XLA (as on a TPU) would recompile on any retrace; the frozen set must live on device.
     spec = _spec(2, total_steps=None, schedule="constant", unfreeze_initial_groups=1, unfreeze_every_steps=2)
-    model, optimizer = _model(make_strategy("cpu"), spec, jit=True)
+    model, optimizer = _model(_strategy("cpu"), spec, jit=True)
     hidden0 = model.hidden.kernel.numpy().copy()
     out0 = model.out.kernel.numpy().copy()
     seen = []
@@ -185,7 +193,7 @@ def test_schedule_values_at_start_warmup_end_mid_decay_and_end():
 
 
 def test_learning_rate_and_counters_follow_applied_updates_not_micro_batches():
-    strategy = make_strategy("cpu")
+    strategy = _strategy("cpu")
     with strategy.scope():
         var = tf.Variable(np.zeros(2, "float32"), name="w/kernel")
         spec = OptimizerSpec(learning_rate=1e-3, warmup_fraction=0.25, total_steps=4, accumulation_steps=3,
@@ -218,7 +226,7 @@ def test_weight_decay_skips_biases_and_layer_norms_by_name():
 
 
 def test_checkpoint_mid_accumulation_continues_identically(tmp_path):
-    strategy = make_strategy("cpu")
+    strategy = _strategy("cpu")
     spec = _spec(4, total_steps=5)
     model, optimizer = _model(strategy, spec)
     _fit(model, X[:40], Y[:40], 8)  # 5 micro-batches: one update, one gradient waiting in the accumulators
@@ -239,7 +247,7 @@ def test_checkpoint_mid_accumulation_continues_identically(tmp_path):
 def test_backup_and_restore_resumes_mid_accumulation_window(tmp_path):
     # Every batch is the same 8 examples, so the resumed epoch (which restarts the data) sees the same batches.
     x, y = np.tile(X[:8], (12, 1)), np.tile(Y[:8], (12, 1))
-    strategy = make_strategy("virtual_cpu:8")
+    strategy = _strategy("virtual_cpu:8")
     spec = _spec(4, total_steps=3)
     reference, _ = _model(strategy, spec)
     want = _fit(reference, x, y, 8)
