@@ -113,9 +113,13 @@ def checkpoint_files(directory: pathlib.Path) -> set[str]:
     return {p.name for p in directory.glob("*.index")} if directory.is_dir() else set()
 
 
-def read_step(prefix: str, key: str = "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE") -> int:
-    """An integer variable of a TF checkpoint (default: the optimizer's update counter), read without TensorFlow
-    graphs: ``tf.train.load_checkpoint`` only parses the files."""
+def read_step(prefix: str, suffix: str = "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE") -> int:
+    """The optimizer's update counter in a TF checkpoint (the model's own, or a BackupAndRestore one whose root
+    holds the model under ``model/``), read from the files without building anything."""
     import tensorflow as tf
 
-    return int(tf.train.load_checkpoint(prefix).get_tensor(key))
+    reader = tf.train.load_checkpoint(prefix)
+    keys = [k for k in reader.get_variable_to_shape_map() if k.endswith(suffix)]
+    if len(keys) != 1:
+        raise KeyError(f"{prefix}: expected one variable ending in {suffix!r}, found {keys}")
+    return int(reader.get_tensor(keys[0]))
