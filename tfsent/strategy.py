@@ -104,12 +104,26 @@ def make_strategy(name: str = "auto") -> tf.distribute.Strategy:
             ``virtual_cpu:N``.
 
     Returns:
-        The strategy. Build it before any model or dataset, then create variables under ``strategy.scope()``.
+        The strategy (the same object for the same name within a process). Build it before any model or
+        dataset, then create variables under ``strategy.scope()``.
 
     Raises:
         StrategyError: unknown or malformed name, or a request this machine cannot meet.
     """
     kind, arg = _split_name(name)
+    key = f"{kind}:{arg}"
+    if key not in _STRATEGIES:
+        _STRATEGIES[key] = _build(kind, arg, name)
+    return _STRATEGIES[key]
+
+
+# One strategy per name and process: two MirroredStrategy objects over the same devices hand out the same
+# collective keys and corrupt each other's all-reduces, a TPU system must be initialised once, and
+# MultiWorkerMirroredStrategy can only be created once per process.
+_STRATEGIES: dict[str, tf.distribute.Strategy] = {}
+
+
+def _build(kind: str, arg: str, name: str) -> tf.distribute.Strategy:
     if kind == "virtual_cpu":
         devices = ensure_virtual_cpus(_parse_count(arg, name))
         return tf.distribute.MirroredStrategy([d.name for d in devices])

@@ -42,6 +42,7 @@ def train(cfg: DictConfig, run_dir: str | os.PathLike) -> dict[str, Any]:
     import tf_keras
 
     from tfsent import tasks
+    from tfsent.callbacks import CallbackSpec, resume_point
 
     run_dir = pathlib.Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -64,6 +65,12 @@ def train(cfg: DictConfig, run_dir: str | os.PathLike) -> dict[str, Any]:
         # Length buckets: the exact count depends on the shuffle, and the data repeats; an epoch is one pass's worth.
         train_steps = max(1, manifest.splits["train"].count // trainer.global_batch_size)
     steps_per_epoch = min(train_steps, trainer.steps_per_epoch or train_steps)
+    resume = resume_point(spec_from_config(CallbackSpec, cfg.callbacks, "callbacks"), run_dir, steps_per_epoch)
+    if resume.steps_done:
+        # A killed run resumes: continue the same seeded data stream where it stopped.
+        log.info("resuming at epoch %d, step %d (%d steps done)", resume.epoch, resume.step, resume.steps_done)
+        train_ds, _ = task.dataset(strategy, data_dir, "train", trainer, cfg, training=True,
+                                   skip_steps=resume.steps_done)
     accumulation = int(cfg.optimizer.get("accumulation_steps", 1) or 1)
     total_updates = max(1, trainer.epochs * steps_per_epoch // accumulation)
     val_ds, val_steps = task.dataset(strategy, data_dir, "validation", trainer, cfg, training=False)

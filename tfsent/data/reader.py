@@ -126,7 +126,8 @@ def dataset_fn(data_dir: str | pathlib.Path, split: str, *, per_replica_batch: i
                seed: int | None = None, shuffle_buffer: int = 10_000, cache: bool = True,
                drop_remainder: bool = True, map_fn: MapFn | None = None,
                length_buckets: Sequence[int] | None = None,
-               manifest: Manifest | None = None, repeat: bool = False) -> Callable[[tf.distribute.InputContext | None], tf.data.Dataset]:
+               manifest: Manifest | None = None, repeat: bool = False,
+               skip_steps: int = 0) -> Callable[[tf.distribute.InputContext | None], tf.data.Dataset]:
     """Build the per-pipeline dataset function for ``distribute_datasets_from_function``.
 
     Args:
@@ -142,8 +143,10 @@ def dataset_fn(data_dir: str | pathlib.Path, split: str, *, per_replica_batch: i
         map_fn: optional batch-level map applied after batching (and after the cache), e.g. MLM masking.
         length_buckets: training only: group rows by length and trim each batch to its bucket's length.
         manifest: an already loaded manifest (default: load it from ``data_dir``).
-        repeat: training only: repeat forever, reshuffling each pass, for runs whose ``steps_per_epoch`` is
-            shorter than the data (Keras then keeps one iterator across epochs instead of restarting it).
+        repeat: training only: repeat forever, reshuffling each pass. Keras never re-creates the iterator of a
+            distributed dataset between epochs, so ``fit()`` over several epochs needs it (with steps_per_epoch).
+        skip_steps: training only: global steps to skip at the start of the (repeated, seeded) stream, so that a
+            run resumed after a kill sees exactly the batches it had not trained on yet.
 
     Returns:
         ``fn(input_context) -> tf.data.Dataset`` of int32 feature dicts, batched per replica.
@@ -186,6 +189,8 @@ def dataset_fn(data_dir: str | pathlib.Path, split: str, *, per_replica_batch: i
                 ds = ds.enumerate().filter(lambda i, _: i < keep).map(lambda _, batch: batch)
             if repeat:
                 ds = ds.repeat()
+            if skip_steps:
+                ds = ds.skip(skip_steps * replicas)  # each global step takes one batch per local replica
         else:
             if drop_remainder:
                 steps = steps_per_epoch(manifest, split, per_replica_batch=per_replica_batch, training=False,
@@ -223,7 +228,8 @@ def make_distributed_dataset(strategy: tf.distribute.Strategy, data_dir: str | p
                              shuffle_buffer: int = 10_000, cache: bool = True, map_fn: MapFn | None = None,
                              length_buckets: Sequence[int] | None = None, max_seq_length: int | None = None,
                              tokenizer_fingerprint: str | None = None, label_names: Sequence[str] | None = None,
-                             key: str = "batch_size", repeat: bool = False) -> tuple[tf.distribute.DistributedDataset, int | None]:
+                             key: str = "batch_size", repeat: bool = False,
+                             skip_steps: int = 0) -> tuple[tf.distribute.DistributedDataset, int | None]:
     """A distributed dataset for ``fit``/``evaluate``/``predict`` and its number of steps per pass.
 
     Args:
@@ -232,7 +238,8 @@ def make_distributed_dataset(strategy: tf.distribute.Strategy, data_dir: str | p
         split: split name.
         global_batch_size: batch over all replicas; must divide by ``num_replicas_in_sync``.
         training: see ``dataset_fn``.
-        seed, shuffle_buffer, cache, map_fn, length_buckets: see ``dataset_fn``.
+        seed, shuffle_buffer, cache, map_fn, length_buckets, repeat: see ``dataset_fn``.
+        skip_steps: global training steps already run (a resumed run); skipped at the start of the stream.
         max_seq_length, tokenizer_fingerprint, label_names: checked against the manifest when given.
         key: config key of the batch size, for the error message.
 
@@ -248,7 +255,7 @@ def make_distributed_dataset(strategy: tf.distribute.Strategy, data_dir: str | p
     manifest = load_manifest(data_dir).check(max_seq_length, tokenizer_fingerprint, label_names, splits=[split])
     fn = dataset_fn(data_dir, split, per_replica_batch=per_replica, training=training, seed=seed,
                     shuffle_buffer=shuffle_buffer, cache=cache, map_fn=map_fn, length_buckets=length_buckets,
-                    manifest=manifest, repeat=repeat)
+                    manifest=manifest, repeat=repeat, skip_steps=skip_steps)
     pipelines: list[int] = []
 
     def record(context: tf.distribute.InputContext) -> tf.data.Dataset:
@@ -261,3 +268,4 @@ def make_distributed_dataset(strategy: tf.distribute.Strategy, data_dir: str | p
         manifest, split, per_replica_batch=per_replica, training=training, num_input_pipelines=num_pipelines,
         num_replicas_in_sync=strategy.num_replicas_in_sync)
     return dataset, steps
+

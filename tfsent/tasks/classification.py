@@ -81,7 +81,7 @@ def load_and_check_manifest(cfg: DictConfig, data_dir: pathlib.Path) -> Manifest
 
 
 def dataset(strategy: tf.distribute.Strategy, data_dir: pathlib.Path, split: str, trainer: TrainerSpec,
-            cfg: DictConfig, *, training: bool):
+            cfg: DictConfig, *, training: bool, skip_steps: int = 0):
     """``(distributed dataset of (x, y, sample_weight), steps)`` for ``fit``/``evaluate``."""
     label_map = _label_map(cfg, load_manifest(data_dir))
 
@@ -94,9 +94,8 @@ def dataset(strategy: tf.distribute.Strategy, data_dir: pathlib.Path, split: str
         global_batch_size=trainer.global_batch_size if training else trainer.eval_batch_size,
         training=training, seed=int(cfg.seed), shuffle_buffer=trainer.shuffle_buffer, map_fn=to_model_labels,
         length_buckets=trainer.length_buckets if training else None,
-        # A capped epoch is shorter than the data, and a bucketed one has no exact length (distributed fit needs a
-        # step count): repeat so no epoch runs dry.
-        repeat=training and (trainer.steps_per_epoch is not None or bool(trainer.length_buckets)),
+        # Keras keeps one iterator of a distributed dataset across epochs: training repeats (reshuffling each pass).
+        repeat=training, skip_steps=skip_steps if training else 0,
         key="trainer.global_batch_size" if training else "trainer.eval_batch_size")
 
 

@@ -76,14 +76,14 @@ def _masking(cfg: DictConfig, data_dir: pathlib.Path) -> MaskingSpec:
 
 
 def dataset(strategy: tf.distribute.Strategy, data_dir: pathlib.Path, split: str, trainer: TrainerSpec,
-            cfg: DictConfig, *, training: bool):
+            cfg: DictConfig, *, training: bool, skip_steps: int = 0):
     """``(distributed dataset of masked feature dicts, steps)``; masks are drawn afresh every epoch."""
     return make_distributed_dataset(
         strategy, data_dir, split,
         global_batch_size=trainer.global_batch_size if training else trainer.eval_batch_size,
         training=training, seed=int(cfg.seed), shuffle_buffer=trainer.shuffle_buffer,
         map_fn=masking_map_fn(_masking(cfg, data_dir), int(cfg.seed)),
-        repeat=training and trainer.steps_per_epoch is not None,
+        repeat=training, skip_steps=skip_steps if training else 0,
         key="trainer.global_batch_size" if training else "trainer.eval_batch_size")
 
 
