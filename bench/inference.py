@@ -30,6 +30,10 @@ BUCKETS = (32, 64, 128)
 BERT_BASE = {"arch": "bert", "vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12,
              "num_attention_heads": 12, "intermediate_size": 3072, "max_position_embeddings": 512,
              "type_vocab_size": 2}
+# BERT-tiny (2 layers, hidden 128): for the scaling rows, where tfsent's own per-row costs (tokenizing, padding,
+# re-ordering) must show if they grow with the row count; a large model would hide them behind its matmuls.
+BERT_TINY = {**BERT_BASE, "hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
+             "intermediate_size": 512}
 
 
 def read_phrasebank(path: str | pathlib.Path) -> list[str]:
@@ -47,12 +51,16 @@ def repeat_to(texts: Sequence[str], n: int) -> list[str]:
 
 
 def build_model(strategy, model: str, precision: str = "float32"):
-    """A compiled (XLA) SequenceClassifier: ``minilm`` (real MiniLM-L6 weights) or ``bert_base`` (random)."""
+    """A compiled (XLA) SequenceClassifier: ``minilm`` (real MiniLM-L6 weights), ``bert_base`` or ``bert_tiny``
+    (random weights)."""
     from tfsent.models import ClassifierSpec, build_classifier
     from tfsent.precision import set_policy
 
+    configs = {"bert_base": BERT_BASE, "bert_tiny": BERT_TINY}
+    if model != "minilm" and model not in configs:
+        raise ValueError(f"model must be minilm, bert_base or bert_tiny, got {model!r}")
     spec = (ClassifierSpec(source="minilm_l6", label_names=LABELS) if model == "minilm"
-            else ClassifierSpec(config=BERT_BASE, label_names=LABELS))
+            else ClassifierSpec(config=configs[model], label_names=LABELS))
     set_policy(precision, strategy)
     try:
         with strategy.scope():
