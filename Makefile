@@ -60,5 +60,8 @@ quality: ## Reproduce the README quality table (50Agree and AllAgree, MiniLM-L6,
 bench: ## Benchmarks side by side; writes bench/RESULTS.md
 	$(PY) bench/run.py
 
+colab-tpu: ## On a Colab/Kaggle TPU VM: install the TPU build of TensorFlow + tfsent, run the demo with strategy=tpu
+	bash scripts/colab_tpu.sh
+
 clean: ## Remove runs and prepared data (keeps .venv)
 	rm -rf runs artifacts outputs multirun
