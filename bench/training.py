@@ -91,11 +91,14 @@ def fit_vs_hand_step(prepared_dir: str | pathlib.Path, *, max_seq_length: int = 
     # Epochs 1-2 trace and compile; epoch 3 is timed. The capped dataset repeats: one iterator runs through.
     model.fit(train_ds, epochs=3, steps_per_epoch=steps, callbacks=[timer], verbose=0)
 
-    loss_fn = tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    # Per-example losses averaged over the global batch: what compile()'s loss does inside fit().
+    loss_fn = tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
+    global_batch = trainer.global_batch_size
 
     def replica_step(x, y, w):
         with tf.GradientTape() as tape:
-            loss = loss_fn(y, model(x, training=True), sample_weight=w)
+            loss = tf.nn.compute_average_loss(loss_fn(y, model(x, training=True)), sample_weight=w,
+                                              global_batch_size=global_batch)
         optimizer.minimize(loss, model.trainable_variables, tape=tape)
         return loss
 
