@@ -18,14 +18,23 @@ def _options(group: str) -> list[str]:
 
 def _compose(config_name: str, overrides: list[str]):
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
+        return compose(config_name=config_name, overrides=overrides)
 
 
 def _resolve(cfg) -> dict:
-    from hydra.core.hydra_config import HydraConfig
-
-    HydraConfig.instance().set_config(cfg)
     return OmegaConf.to_container(cfg, resolve=True)
+
+
+@pytest.mark.parametrize("config_name, overrides", [
+    ("prepare", []), ("predict", ["ckpt_path=some/model", "input=texts.csv", "output=scores.csv"])])
+def test_entry_point_configs_compose(config_name, overrides):
+    resolved = _resolve(_compose(config_name, overrides))
+    assert resolved["paths" if config_name == "prepare" else "strategy"]
+
+
+def test_predict_requires_its_checkpoint():
+    cfg = _compose("predict", [])
+    assert OmegaConf.is_missing(cfg, "ckpt_path")
 
 
 def test_every_yaml_opens_with_a_comment():
@@ -39,7 +48,10 @@ def test_every_group_option_composes(group):
     options = _options(group)
     assert options, f"conf/{group}/ is empty"
     for option in options:
-        cfg = _compose("train", [f"{group}={option}"])
+        overrides = [f"{group}={option}"]
+        if group == "data" and "task: mlm" in (CONF / group / f"{option}.yaml").read_text():
+            overrides += ["model=roberta_small", "task=mlm"]  # an MLM corpus sizes its tokenizer from the model
+        cfg = _compose("train", overrides)
         resolved = _resolve(cfg)
         assert resolved[group] is not None
 

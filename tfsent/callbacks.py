@@ -144,7 +144,9 @@ class StepBackupAndRestore(tf_keras.callbacks.BackupAndRestore):
     """
 
     def __init__(self, backup_dir: str | os.PathLike, save_freq: int | str = "epoch"):
-        super().__init__(str(backup_dir), save_freq=save_freq, delete_checkpoint=True)
+        # Kept after fit() ends: a kill during the final evaluation or export must not restart training from
+        # zero. tfsent.train removes the backup once metrics.json is written.
+        super().__init__(str(backup_dir), save_freq=save_freq, delete_checkpoint=False)
         # OneDeviceStrategy (strategy "cpu", a single GPU) checkpoints like any other; Keras just never listed it.
         self._supported_strategies = (*self._supported_strategies, tf.distribute.OneDeviceStrategy)
         self._steps_since_backup = 0

@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import pathlib
+import shutil
 import time
 from typing import Any
 
@@ -18,7 +19,7 @@ import hydra
 from omegaconf import DictConfig
 
 import tfsent  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
-from tfsent import atomic
+from tfsent import atomic, multi_worker
 from tfsent.config import ConfigError, TrainerSpec, conf_dir, spec_from_config, strategy_name
 from tfsent.strategy import check_global_batch, make_strategy
 
@@ -42,7 +43,7 @@ def train(cfg: DictConfig, run_dir: str | os.PathLike) -> dict[str, Any]:
     import tf_keras
 
     from tfsent import tasks
-    from tfsent.callbacks import CallbackSpec, resume_point
+    from tfsent.callbacks import BACKUP_DIR, CallbackSpec, resume_point
 
     run_dir = pathlib.Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -50,6 +51,11 @@ def train(cfg: DictConfig, run_dir: str | os.PathLike) -> dict[str, Any]:
     task = tasks.get(cfg.task)
 
     strategy = make_strategy(strategy_name(cfg.strategy))
+    final_run_dir = run_dir
+    if strategy_name(cfg.strategy) == "multi_worker":
+        # Only the chief writes the run directory; other workers save the same checkpoints (collective) into a
+        # scratch folder whose backup/ links to the shared one, so a killed run resumes on every worker.
+        run_dir = multi_worker.write_dir(run_dir)
     replicas = strategy.num_replicas_in_sync
     check_global_batch(trainer.global_batch_size, strategy, "trainer.global_batch_size")
     check_global_batch(trainer.eval_batch_size, strategy, "trainer.eval_batch_size")
@@ -100,6 +106,9 @@ def train(cfg: DictConfig, run_dir: str | os.PathLike) -> dict[str, Any]:
     metrics.update({"train_seconds": round(seconds, 2), "replicas": replicas, "updates": total_updates,
                     "steps_per_epoch": steps_per_epoch, "epochs": trainer.epochs, "model_dir": str(model_dir)})
     atomic.write_text(run_dir / "metrics.json", json.dumps(metrics, indent=2, sort_keys=True) + "\n")
+    if run_dir == final_run_dir:
+        # The run is complete: a re-run with this directory should train afresh, not resume.
+        shutil.rmtree(run_dir / BACKUP_DIR, ignore_errors=True)
     log.info("final metrics: %s", json.dumps(metrics, sort_keys=True))
     return metrics
 

@@ -77,7 +77,8 @@ def load_and_check_manifest(cfg: DictConfig, data_dir: pathlib.Path) -> Manifest
     label_names = cfg.data.get("label_names")
     manifest = load_manifest(data_dir)
     return manifest.check(int(cfg.data.max_seq_length), fingerprint,
-                          list(label_names) if label_names else None, splits=["train", "validation"])
+                          list(label_names) if label_names else None, splits=["train", "validation"],
+                          verify_sha256=True)  # one read of the data: catches same-size corruption
 
 
 def dataset(strategy: tf.distribute.Strategy, data_dir: pathlib.Path, split: str, trainer: TrainerSpec,

@@ -67,7 +67,8 @@ def load_and_check_manifest(cfg: DictConfig, data_dir: pathlib.Path) -> Manifest
         raise ConfigError(f"{data_dir}: holds a {manifest.task!r} dataset, but task=mlm needs blocks "
                           "(point data.prepared_dir elsewhere)")
     fingerprint = tokenizer_fingerprint(load_tokenizer(data_dir / "tokenizer"))
-    return manifest.check(int(cfg.data.max_seq_length), fingerprint, None, splits=["train", "validation"])
+    return manifest.check(int(cfg.data.max_seq_length), fingerprint, None, splits=["train", "validation"],
+                          verify_sha256=True)
 
 
 def _masking(cfg: DictConfig, data_dir: pathlib.Path) -> MaskingSpec:
