@@ -15,6 +15,12 @@ import tempfile
 from collections.abc import Iterator
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def open_for_write(path: str | os.PathLike, mode: str = "w", **kwargs) -> Iterator:
     """Open a temporary sibling of ``path`` for writing; rename it to ``path`` only if the block succeeds."""
@@ -27,6 +33,7 @@ def open_for_write(path: str | os.PathLike, mode: str = "w", **kwargs) -> Iterat
             yield f
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the file the usual permissions
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -56,6 +63,7 @@ def directory(path: str | os.PathLike, overwrite: bool = False) -> Iterator[path
         raise FileExistsError(f"{path} already exists")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".tmp-{path.name}.", dir=path.parent))
+    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp creates 0700
     try:
         yield tmp
         if path.exists():

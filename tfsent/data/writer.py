@@ -10,15 +10,13 @@ Usage (classification in ``tfsent.prepare``; the MLM block writer does the same 
 from __future__ import annotations
 
 import contextlib
-import os
 import pathlib
-import shutil
-import uuid
 from typing import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
 
+from tfsent import atomic
 from tfsent.data.errors import DataError
 from tfsent.data.features import to_example
 from tfsent.data.manifest import ShardInfo, SplitInfo, sha256_file, shard_name
@@ -37,25 +35,10 @@ def atomic_dir(out_dir: str | pathlib.Path, *, overwrite: bool = False) -> Itera
     Raises:
         DataError: ``out_dir`` exists and ``overwrite`` is False.
     """
-    out_dir = pathlib.Path(out_dir)
-    if out_dir.exists() and not overwrite:
+    if pathlib.Path(out_dir).exists() and not overwrite:
         raise DataError(f"{out_dir}: already exists; remove it or pass overwrite=True")
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    # Same parent directory, so the final rename stays on one filesystem and is atomic.
-    tmp = out_dir.parent / f".{out_dir.name}.tmp-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
-    try:
+    with atomic.directory(out_dir, overwrite=overwrite) as tmp:
         yield tmp
-        if out_dir.exists():
-            old = out_dir.parent / f".{out_dir.name}.old-{uuid.uuid4().hex[:8]}"
-            os.replace(out_dir, old)
-            os.replace(tmp, out_dir)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out_dir)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def write_split(directory: str | pathlib.Path, split: str, examples: Iterable[Mapping[str, np.ndarray | int]],
