@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
-PYTEST_ARGS ?=
+PYTEST_ARGS ?= -n 2
 RUN_DIR ?= runs/demo
 EXPERIMENT ?= finbert_tone
 
