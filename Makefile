@@ -50,12 +50,13 @@ demo: ## Offline end to end: fine-tune MiniLM-L6 on PhraseBank AllAgree, score s
 	@cat $(RUN_DIR)/sentences.csv
 	@if [ -d "$(TRANSCRIPTS)" ]; then \
 		$(PY) -m tfsent.predict ckpt_path=$(RUN_DIR)/train/model input=$(TRANSCRIPTS) input_format=documents \
-			output=$(RUN_DIR)/transcripts.csv hydra.run.dir=$(RUN_DIR)/predict-transcripts; \
+			output=$(RUN_DIR)/transcripts.csv max_length=128 hydra.run.dir=$(RUN_DIR)/predict-transcripts; \
 	else echo "demo: $(TRANSCRIPTS) absent; skipped the transcript scores"; fi
 
-quality: ## Reproduce the README quality table (50Agree and AllAgree, MiniLM-L6, CPU; ~1 h on 2 cores)
+quality: ## Reproduce the README quality table (MiniLM-L6 on PhraseBank 50Agree and AllAgree, CPU)
 	$(PY) -m tfsent.train +experiment=finbert_tone hydra.run.dir=runs/quality-50agree
-	$(PY) -m tfsent.train +experiment=finbert_tone data=phrasebank_allagree hydra.run.dir=runs/quality-allagree
+	$(PY) -m tfsent.train +experiment=finbert_tone data=phrasebank_allagree trainer.epochs=6 \
+		hydra.run.dir=runs/quality-allagree
 
 bench: ## Benchmarks side by side; writes bench/RESULTS.md
 	$(PY) bench/run.py
