@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import os
 import pathlib
-import shutil
-import tempfile
 from typing import Iterable, Iterator, Sequence
+
+from tfsent import atomic
 
 SPECIAL_TOKENS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
@@ -80,16 +80,8 @@ def train_bpe_tokenizer(files_or_texts: Sequence[str | os.PathLike], vocab_size:
                                 model_max_length=model_max_length)
 
     out = pathlib.Path(out_dir)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    with atomic.directory(out, overwrite=True) as tmp:
         fast.save_pretrained(tmp)
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out
 
 

@@ -17,13 +17,12 @@ import json
 import logging
 import os
 import pathlib
-import shutil
-import tempfile
 from typing import Any
 
 import tensorflow as tf
 import tf_keras
 
+from tfsent import atomic
 from tfsent.data.masking import IGNORE_INDEX
 from tfsent.models.positions import PositionError, check_max_positions  # noqa: F401  (PositionError re-exported)
 
@@ -227,18 +226,10 @@ class MaskedLM(tf_keras.Model):
         ``RobertaTokenizerFast.from_pretrained``.
         """
         directory = pathlib.Path(directory)
-        directory.parent.mkdir(parents=True, exist_ok=True)
-        tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
-        try:
+        with atomic.directory(directory, overwrite=True) as tmp:
             self.roberta.save_pretrained(tmp)
             tokenizer.save_pretrained(tmp)
             (tmp / SPEC_FILE).write_text(json.dumps(dataclasses.asdict(self.spec), indent=2, sort_keys=True) + "\n")
-            if directory.exists():
-                shutil.rmtree(directory)
-            os.replace(tmp, directory)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
         return directory
 
 
