@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import importlib
 from types import ModuleType
+from typing import Any
 
-from tfsent.config import ConfigError
+from tfsent.config import ConfigError, spec_from_config, to_container
 
 TASKS = {"classification": "tfsent.tasks.classification", "mlm": "tfsent.tasks.mlm"}
 
@@ -25,3 +26,12 @@ def get(name: str) -> ModuleType:
     if name not in TASKS:
         raise ConfigError(f"task={name!r} is unknown; expected one of {', '.join(TASKS)}")
     return importlib.import_module(TASKS[name])
+
+
+def optimizer_spec(cfg: Any, **overrides: Any):
+    """The ``optimizer`` and ``schedule`` groups as one ``OptimizerSpec`` (``total_steps`` set by the caller)."""
+    from tfsent.optim import OptimizerSpec
+
+    values = {**(to_container(cfg.optimizer) or {}), **(to_container(cfg.schedule) or {})}
+    values.setdefault("total_steps", 1)
+    return spec_from_config(OptimizerSpec, values, "optimizer", **overrides)

@@ -19,8 +19,9 @@ from tfsent.models.classifier import ClassifierSpec, SequenceClassifier, build_c
 from tfsent.models.labels import head_labels
 from tfsent.models.loading import load_tokenizer, read_config, resolve_source
 from tfsent.models.positions import check_max_positions
-from tfsent.optim import OptimizerSpec, build_optimizer as build_recipe_optimizer
+from tfsent.optim import build_optimizer as build_recipe_optimizer
 from tfsent.precision import wrap_optimizer
+from tfsent.tasks import optimizer_spec
 from tfsent.prepare import PrepareSpec, prepare
 from tfsent.reports import confusion_report
 
@@ -50,7 +51,7 @@ def check_config(cfg: DictConfig) -> None:
     label_names = list(cfg.data.get("label_names") or [])
     spec = classifier_spec(cfg, label_names)
     spec_from_config(CallbackSpec, cfg.callbacks, "callbacks")
-    _optimizer_values(cfg)
+    optimizer_spec(cfg)
     if spec.source is not None:
         config = read_config(resolve_source(spec.source))
         if label_names:
@@ -118,15 +119,9 @@ def build_model(cfg: DictConfig, manifest: Manifest) -> SequenceClassifier:
     return model
 
 
-def _optimizer_values(cfg: DictConfig, **overrides: Any) -> OptimizerSpec:
-    values = {**(to_container(cfg.optimizer) or {}), **(to_container(cfg.schedule) or {})}
-    values.setdefault("total_steps", 1)
-    return spec_from_config(OptimizerSpec, values, "optimizer", **overrides)
-
-
 def build_optimizer(cfg: DictConfig, model: SequenceClassifier, total_updates: int, policy: str):
     """FinBERT's recipe over the model's layer groups (call under ``strategy.scope()``)."""
-    spec = _optimizer_values(cfg, total_steps=int(total_updates))
+    spec = optimizer_spec(cfg, total_steps=int(total_updates))
     return wrap_optimizer(build_recipe_optimizer(spec, model.variable_groups()), policy)
 
 

@@ -17,8 +17,9 @@ from tfsent.data.manifest import Manifest
 from tfsent.data.masking import MaskingSpec, masking_map_fn
 from tfsent.data.reader import load_manifest, make_distributed_dataset
 from tfsent.models.masked_lm import MaskedLM, MaskedLMSpec, build_masked_lm
-from tfsent.optim import OptimizerSpec, build_optimizer as build_recipe_optimizer
+from tfsent.optim import build_optimizer as build_recipe_optimizer
 from tfsent.precision import wrap_optimizer
+from tfsent.tasks import optimizer_spec
 from tfsent.tokenizer_training import load_tokenizer
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ def check_config(cfg: DictConfig) -> None:
     """Fail before any compute: position embeddings (RoBERTa needs length + 2), typos in groups."""
     model_spec(cfg)
     spec_from_config(CallbackSpec, _callback_values(cfg), "callbacks")
-    _optimizer_spec(cfg)
+    optimizer_spec(cfg)
 
 
 def prepared_data(cfg: DictConfig) -> pathlib.Path:
@@ -93,15 +94,9 @@ def build_model(cfg: DictConfig, manifest: Manifest) -> MaskedLM:
     return build_masked_lm(model_spec(cfg, vocab_size=manifest.tokenizer["vocab_size"]))
 
 
-def _optimizer_spec(cfg: DictConfig, **overrides: Any) -> OptimizerSpec:
-    values = {**(to_container(cfg.optimizer) or {}), **(to_container(cfg.schedule) or {})}
-    values.setdefault("total_steps", 1)
-    return spec_from_config(OptimizerSpec, values, "optimizer", **overrides)
-
-
 def build_optimizer(cfg: DictConfig, model: MaskedLM, total_updates: int, policy: str):
     """AdamW with warm-up and decay over one group: no layer-wise rates or unfreezing when training from scratch."""
-    spec = _optimizer_spec(cfg, total_steps=int(total_updates))
+    spec = optimizer_spec(cfg, total_steps=int(total_updates))
     if spec.unfreeze_initial_groups is not None:
         raise ConfigError("optimizer.unfreeze_initial_groups: gradual unfreezing is for fine-tuning, not pretraining")
     return wrap_optimizer(build_recipe_optimizer(spec, None), policy)
