@@ -14,8 +14,6 @@ import json
 import logging
 import os
 import pathlib
-import shutil
-import tempfile
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,6 +22,7 @@ import tf_keras
 from transformers import (BertConfig, RobertaConfig, TFBertForSequenceClassification,
                           TFRobertaForSequenceClassification)
 
+from tfsent import atomic
 from tfsent.models import labels as labels_lib
 from tfsent.models import loading
 from tfsent.models.positions import check_max_positions
@@ -169,31 +168,14 @@ class SequenceClassifier(tf_keras.Model):
             The directory.
         """
         directory = pathlib.Path(directory)
-        directory.parent.mkdir(parents=True, exist_ok=True)
-        tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{directory.name}.tmp-", dir=directory.parent))
-        try:
+        with atomic.directory(directory, overwrite=True) as tmp:
             self.hf_model.save_pretrained(str(tmp))
             if tokenizer is not None:
                 tokenizer.save_pretrained(str(tmp))
             meta = {"format": META_FORMAT, "arch": self.arch, "label_names": self.label_names,
                     "max_seq_length": int(self.max_seq_length), "source": self.source}
             (tmp / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
-            _replace_dir(tmp, directory)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
         return directory
-
-
-def _replace_dir(new: pathlib.Path, target: pathlib.Path) -> None:
-    # A directory cannot be renamed over a non-empty one: move the old one aside first, then drop it.
-    old = None
-    if target.exists():
-        old = pathlib.Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
-        os.replace(target, old / target.name)
-    os.replace(new, target)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def _apply_dropout(config, spec: ClassifierSpec) -> None:
