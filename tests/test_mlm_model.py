@@ -6,7 +6,9 @@ import tensorflow as tf
 import tf_keras
 
 from tfsent.data.masking import IGNORE_INDEX, MaskingSpec, mask_tokens
-from tfsent.models.masked_lm import MaskedLMSpec, PositionError, build_masked_lm
+from tfsent.models.loading import CheckpointError
+from tfsent.models.masked_lm import MaskedLMSpec, PositionError, build_masked_lm, load_masked_lm
+from tfsent.tokenizer_training import load_tokenizer, train_bpe_tokenizer
 from tfsent.strategy import make_strategy
 
 VOCAB, LENGTH = 120, 16
@@ -53,7 +55,7 @@ def test_predict_step_is_reduced_on_device_and_exact():
     log_probs = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True)) \
         - logits.max(-1, keepdims=True)
     assert {k: v.shape for k, v in out.items()} == {
-        "example_id": (6,), "loss": (6,), "num_masked": (6,), "positions": (6, 4), "labels": (6, 4),
+        "example_id": (6,), "loss": (6,), "num_masked": (6,), "num_correct": (6,), "positions": (6, 4), "labels": (6, 4),
         "top_ids": (6, 4, 3), "top_log_probs": (6, 4, 3)}
     for i in range(6):
         labels = feats["mlm_labels"][i]
@@ -61,6 +63,7 @@ def test_predict_step_is_reduced_on_device_and_exact():
         assert out["num_masked"][i] == len(where)
         expected_loss = -log_probs[i, where, labels[where]].mean() if len(where) else 0.0
         assert out["loss"][i] == pytest.approx(expected_loss, rel=1e-4, abs=1e-6)
+        assert out["num_correct"][i] == (log_probs[i, where].argmax(-1) == labels[where]).sum()
         first = where[:4]
         np.testing.assert_array_equal(out["positions"][i], np.pad(first, (0, 4 - len(first)), constant_values=-1))
         np.testing.assert_array_equal(out["labels"][i][:len(first)], labels[first])
@@ -108,3 +111,44 @@ def test_eight_replicas_match_one_replica_with_uneven_masks(jit_compile):
         np.testing.assert_allclose(a, b, atol=2e-5, rtol=1e-4)
     # The epoch loss is the mean over every masked token of the 2 global batches.
     assert single_hist["perplexity"][0] == pytest.approx(np.exp(single_hist["loss"][0]), rel=1e-5)
+
+
+def _perturbed_model(spec):
+    model = build_masked_lm(spec)
+    rng = np.random.default_rng(3)
+    for v in model.trainable_variables:  # away from any initialiser, so a random re-init cannot pass
+        v.assign(v + rng.normal(0, 0.05, v.shape).astype(np.float32))
+    return model
+
+
+def test_save_and_reload_give_the_same_weights_and_predictions(tmp_path):
+    tokenizer = load_tokenizer(train_bpe_tokenizer(["profit rose", "sales fell sharply", "profit fell"] * 20,
+                                                   300, tmp_path / "tok", min_frequency=1))
+    model = _perturbed_model(tiny_spec(vocab_size=len(tokenizer)))
+    model.save_pretrained(tmp_path / "model", tokenizer)
+    reloaded = load_masked_lm(tmp_path / "model")
+    saved = {v.name.split("/", 1)[1]: v.numpy() for v in model.roberta.weights}
+    again = {v.name.split("/", 1)[1]: v.numpy() for v in reloaded.roberta.weights}
+    assert saved.keys() == again.keys()
+    for name, value in saved.items():
+        np.testing.assert_array_equal(again[name], value, err_msg=name)
+    feats = {k: tf.constant(v) for k, v in masked_features(4, rate=0.3).items()}
+    feats["input_ids"] = tf.minimum(feats["input_ids"], len(tokenizer) - 1)
+    for name, value in model.predict_step(feats).items():
+        np.testing.assert_array_equal(reloaded.predict_step(feats)[name].numpy(), value.numpy(), err_msg=name)
+    # The folder is a plain Hugging Face checkpoint too.
+    from transformers import TFRobertaForMaskedLM
+    _, info = TFRobertaForMaskedLM.from_pretrained(tmp_path / "model", output_loading_info=True)
+    assert info["missing_keys"] == [] and info["unexpected_keys"] == []
+
+
+def test_reload_refuses_weights_of_another_model(tmp_path):
+    tokenizer = load_tokenizer(train_bpe_tokenizer(["profit rose", "sales fell"] * 20, 300, tmp_path / "tok",
+                                                   min_frequency=1))
+    _perturbed_model(tiny_spec(vocab_size=len(tokenizer))).save_pretrained(tmp_path / "model", tokenizer)
+    spec_file = tmp_path / "model" / "tfsent_mlm.json"
+    spec_file.write_text(spec_file.read_text().replace('"num_hidden_layers": 2', '"num_hidden_layers": 3'))
+    with pytest.raises(CheckpointError, match=r"tf_model.h5: does not match the masked LM of .*tfsent_mlm.json"):
+        load_masked_lm(tmp_path / "model")
+    with pytest.raises(CheckpointError, match=r"tfsent_mlm.json not found"):
+        load_masked_lm(tmp_path / "tok")

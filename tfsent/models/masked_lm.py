@@ -24,6 +24,7 @@ import tf_keras
 
 from tfsent import atomic
 from tfsent.data.masking import IGNORE_INDEX
+from tfsent.models.loading import CheckpointError, load_weights
 from tfsent.models.positions import PositionError, check_max_positions  # noqa: F401  (PositionError re-exported)
 
 log = logging.getLogger(__name__)
@@ -126,7 +127,14 @@ class MaskedLM(tf_keras.Model):
         from transformers import TFRobertaForMaskedLM
 
         self.spec = spec
-        self.roberta = roberta if roberta is not None else TFRobertaForMaskedLM(spec.hf_config())
+        if roberta is None:
+            roberta = TFRobertaForMaskedLM(spec.hf_config())
+        # Build the Hugging Face model in its own name scope before it is tracked by this wrapper: otherwise its
+        # variables are created under "masked_lm/..." when the wrapper is first called, and the saved
+        # tf_model.h5 no longer loads by name into a fresh TFRobertaForMaskedLM (every weight comes back random).
+        if not roberta.built:
+            roberta.build_in_name_scope()
+        self.roberta = roberta
         self.loss_metric = _Ratio("loss")
         self.accuracy_metric = _Ratio("masked_accuracy")
         self.perplexity_metric = _Ratio("perplexity", exp=True)
@@ -192,11 +200,12 @@ class MaskedLM(tf_keras.Model):
 
         Returns:
             ``example_id`` [B]; ``loss`` [B] (mean over its masked tokens, 0 if none); ``num_masked`` [B];
+            ``num_correct`` [B] (masked tokens whose top-1 is the label, over all of them, not only the first P);
             ``positions`` [B, P] (first P masked positions, -1 filler); ``labels`` [B, P] (``IGNORE_INDEX``
             filler); ``top_ids`` [B, P, k]; ``top_log_probs`` [B, P, k]; with P = ``spec.max_predictions``.
         """
         logits = self(data, training=False)
-        losses, _, weights = self._token_losses(data, logits)
+        losses, correct, weights = self._token_losses(data, logits)
         num_masked = tf.reduce_sum(weights, axis=1)
         length = tf.shape(weights)[1]
         # Rank masked positions first, in increasing order, with a static-shape top_k over position scores.
@@ -210,6 +219,7 @@ class MaskedLM(tf_keras.Model):
             "example_id": tf.cast(data["example_id"], tf.int32),
             "loss": tf.math.divide_no_nan(tf.reduce_sum(losses, axis=1), num_masked),
             "num_masked": tf.cast(num_masked, tf.int32),
+            "num_correct": tf.cast(tf.reduce_sum(correct, axis=1), tf.int32),
             "positions": tf.where(found, positions, -1),
             "labels": tf.where(found, labels, IGNORE_INDEX),
             "top_ids": top_ids,
@@ -249,19 +259,24 @@ def load_masked_lm(directory: str | os.PathLike) -> MaskedLM:
     """Load a model written by ``MaskedLM.save_pretrained`` (call under the caller's ``strategy.scope()``).
 
     Raises:
-        FileNotFoundError: the folder or its spec file is missing.
-        ValueError: the spec file is malformed.
+        CheckpointError: the folder, its spec file or its weights are missing or unreadable, or a weight of
+            the model is absent from the file (never a silently random-initialised model).
     """
     from transformers import TFRobertaForMaskedLM
 
     directory = pathlib.Path(directory)
     spec_path = directory / SPEC_FILE
     if not spec_path.is_file():
-        raise FileNotFoundError(f"{spec_path} not found: not a folder written by MaskedLM.save_pretrained")
+        raise CheckpointError(f"{spec_path} not found: not a folder written by MaskedLM.save_pretrained")
     try:
         spec = MaskedLMSpec(**json.loads(spec_path.read_text()))
     except (TypeError, ValueError) as e:
-        raise ValueError(f"{spec_path}: {e}") from e
-    model = MaskedLM(spec, roberta=TFRobertaForMaskedLM.from_pretrained(directory))
+        raise CheckpointError(f"{spec_path}: {e}") from e
+    roberta = TFRobertaForMaskedLM(spec.hf_config())
+    report = load_weights(roberta, directory)
+    if report.missing or report.unexpected:
+        raise CheckpointError(f"{report.path}: does not match the masked LM of {spec_path} "
+                              f"(missing {list(report.missing)[:3]}, unexpected {list(report.unexpected)[:3]})")
+    model = MaskedLM(spec, roberta=roberta)
     model(_dummy_features(spec))
     return model
