@@ -103,12 +103,14 @@ def default_jit_compile(strategy: tf.distribute.Strategy) -> bool:
     return True
 
 
-def _dataset_fn(arrays: dict[str, np.ndarray], global_batch_size: int) -> Callable:
+def _dataset_fn(arrays: dict[str, np.ndarray], global_batch_size: int, map_fn: Callable | None) -> Callable:
     def fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
         ds = tf.data.Dataset.from_tensor_slices(arrays)
         # Each host reads its share; the row count is a multiple of the global batch, so every shard is whole.
         ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
         ds = ds.batch(ctx.get_per_replica_batch_size(global_batch_size), drop_remainder=True)
+        if map_fn is not None:
+            ds = ds.map(map_fn, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
         return ds.prefetch(tf.data.AUTOTUNE)
     return fn
 
@@ -126,7 +128,8 @@ class _Progress(tf_keras.callbacks.Callback):
 def predict_bucketed(model: tf_keras.Model, strategy: tf.distribute.Strategy,
                      ragged: Mapping[str, Sequence[Sequence[int]]], *, buckets: Sequence[int],
                      global_batch_size: int, pad_values: Mapping[str, int] | None = None,
-                     on_rows: Callable[[int], None] | None = None) -> dict[str, np.ndarray]:
+                     on_rows: Callable[[int], None] | None = None,
+                     map_fn: Callable | None = None) -> dict[str, np.ndarray]:
     """Run a compiled, distributed ``model.predict`` over variable-length rows; return one output per row.
 
     Args:
@@ -139,6 +142,8 @@ def predict_bucketed(model: tf_keras.Model, strategy: tf.distribute.Strategy,
         global_batch_size: rows per step over all replicas; must divide by the replicas in sync.
         pad_values: pad value per feature (default 0), e.g. ``{"input_ids": tokenizer.pad_token_id}``.
         on_rows: called with the number of rows (fillers included) after each step, for a progress bar.
+        map_fn: an optional batch-level ``features -> features`` transform run in the input pipeline (a masked
+            LM's evaluation masking, ``tfsent.data.masking.masking_map_fn``).
 
     Returns:
         The model's outputs (without ``example_id``), each with first dimension ``n_rows``, in row order.
@@ -164,13 +169,32 @@ def predict_bucketed(model: tf_keras.Model, strategy: tf.distribute.Strategy,
         arrays = pad_rows(ragged, rows, length, global_batch_size, pad_values or {})
         steps = len(arrays["example_id"]) // global_batch_size
         callbacks = [_Progress(on_rows, global_batch_size)] if on_rows else []
-        dist = strategy.distribute_datasets_from_function(_dataset_fn(arrays, global_batch_size))
+        dist = strategy.distribute_datasets_from_function(_dataset_fn(arrays, global_batch_size, map_fn))
         out = model.predict(dist, steps=steps, verbose=0, callbacks=callbacks)
         if not isinstance(out, dict) or "example_id" not in out:
             raise ValueError(f"{type(model).__name__}.predict_step must return a dict with 'example_id', "
                              f"got {type(out).__name__}")
         pieces.append({k: np.asarray(v) for k, v in out.items()})
     return reorder(pieces, n)
+
+
+def tokenize_rows(tokenizer, texts: Sequence[str], max_length: int, *, with_types: bool
+                  ) -> tuple[dict[str, list], np.ndarray]:
+    """Tokenize once, batched; keep each text's first window and flag those that did not fit.
+
+    Returns:
+        ``(ragged features, truncated)``: ``input_ids``, ``attention_mask`` (and ``token_type_ids`` when
+        ``with_types``) per row, and a boolean per row that is True where the text was cut at ``max_length``.
+    """
+    enc = tokenizer(list(texts), truncation=True, max_length=max_length, return_overflowing_tokens=True,
+                    return_token_type_ids=with_types, verbose=False)
+    mapping = np.asarray(enc["overflow_to_sample_mapping"])
+    first = np.flatnonzero(np.r_[True, mapping[1:] != mapping[:-1]])
+    if len(first) != len(texts):
+        raise ValueError(f"tokenizer returned {len(first)} rows for {len(texts)} texts")
+    truncated = np.bincount(mapping, minlength=len(texts)) > 1
+    keys = ["input_ids", "attention_mask"] + (["token_type_ids"] if with_types else [])
+    return {k: [enc[k][i] for i in first] for k in keys}, truncated
 
 
 def reorder(pieces: Sequence[Mapping[str, np.ndarray]], n: int) -> dict[str, np.ndarray]:

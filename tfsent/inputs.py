@@ -97,11 +97,16 @@ def read_documents(folder: str | pathlib.Path, encoding: str = "utf-8") -> tuple
     return docs, files
 
 
-def read_tfrecord(folder: str | pathlib.Path, split: str) -> TokenInput:
-    """Read a prepared split's records (checked against its manifest), trimmed to their attended length.
+def read_tfrecord(folder: str | pathlib.Path, split: str, max_length: int | None = None) -> TokenInput:
+    """Read a prepared split's records (checked against its manifest), trimmed, in ``example_id`` order.
+
+    Args:
+        folder: a prepared dataset folder. split: its split to read.
+        max_length: the longest record the caller can take (its top bucket); None for no limit.
 
     Raises:
-        DataError: a missing manifest/split/shard, or records without ``input_ids``/``attention_mask``.
+        DataError: a missing manifest/split/shard, records without ``input_ids``/``attention_mask``, or a record
+            longer than ``max_length`` (records are never truncated silently).
     """
     manifest = load_manifest(folder)
     manifest.check_shards(split)
@@ -120,5 +125,15 @@ def read_tfrecord(folder: str | pathlib.Path, split: str) -> TokenInput:
             for k in keys:
                 features[k].append(batch[k][i, :n])
         ids.append(batch["example_id"])
-    return TokenInput(features, np.concatenate(ids) if ids else np.zeros(0, np.int64), manifest.max_seq_length,
+    example_ids = np.concatenate(ids) if ids else np.zeros(0, np.int64)
+    # Shards interleave the records; example_id order is the order they were written in, the input order.
+    order = np.argsort(example_ids, kind="stable")
+    features = {k: [v[i] for i in order] for k, v in features.items()}
+    example_ids = example_ids[order]
+    if max_length is not None:
+        too_long = [i for i, s in enumerate(features["input_ids"]) if len(s) > max_length]
+        if too_long:
+            raise DataError(f"{folder}: record {too_long[0]} has {len(features['input_ids'][too_long[0]])} tokens, "
+                            f"more than the top bucket {max_length}; raise buckets (or max_length)")
+    return TokenInput(features, example_ids, manifest.max_seq_length,
                       [pathlib.Path(manifest.path), *files])

@@ -18,7 +18,7 @@ import os
 import pathlib
 import shutil
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -103,6 +103,15 @@ def fingerprint(files: Iterable[str | os.PathLike], settings: Mapping) -> str:
     return h.hexdigest()
 
 
+def checkpoint_files(ckpt: str | os.PathLike) -> list:
+    """Name, size and mtime of each file of a checkpoint folder, for a fingerprint's settings.
+
+    Cheap, and it changes whenever the weights are rewritten, so parts predicted by older weights are discarded.
+    """
+    return [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(pathlib.Path(ckpt).iterdir())
+            if p.is_file()]
+
+
 class PartStore:
     """The ``<output>.parts/`` folder of one resumable prediction run.
 
@@ -159,6 +168,37 @@ class PartStore:
         frames = [pd.read_parquet(self._path(p, table)) for p in range(self.n_parts)
                   if self._path(p, table).is_file()]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    def run(self, predict_part: Callable[[int, int, Callable[[int], None]], pd.DataFrame], *,
+            progress: bool = True, desc: str = "predict") -> int:
+        """Predict and write every unfinished part; return how many finished parts were skipped.
+
+        Args:
+            predict_part: ``(lo, hi, on_rows) -> rows lo..hi-1 as a frame``; it may call ``on_rows(k)`` as
+                rows complete (fillers included: the bar never counts past the part).
+            progress: show a tqdm bar over all rows.
+            desc: the bar's label.
+        """
+        from tqdm.auto import tqdm
+
+        skipped = 0
+        with tqdm(total=self.n_rows, unit="row", disable=not progress, desc=desc) as bar:
+            for part in range(self.n_parts):
+                lo, hi = self.bounds(part)
+                if self.is_done(part):
+                    skipped += 1
+                    bar.update(hi - lo)
+                    continue
+                seen = [0]
+
+                def on_rows(k, size=hi - lo, seen=seen):
+                    step = min(k, size - seen[0])
+                    seen[0] += step
+                    bar.update(step)
+
+                self.write(part, "rows", predict_part(lo, hi, on_rows))
+                bar.update(hi - lo - seen[0])
+        return skipped
 
     def finish(self, table: str = "rows") -> pd.DataFrame:
         """Join the parts of ``table`` and check its ``row`` ids are exactly ``0..n_rows-1``.

@@ -1,5 +1,7 @@
 """Predict with a trained classifier: every input row once, in order, bucketed, distributed; document scores.
 
+A masked-LM checkpoint is evaluated instead (held-out loss, masked accuracy, perplexity): :mod:`tfsent.mlm_predict`.
+
 ``python -m tfsent.predict ckpt_path=runs/.../model input=texts.csv output=scores.csv`` (see
 ``conf/predict.yaml``). The library function :func:`predict` takes typed arguments and returns a summary dict;
 only :func:`main` reads the Hydra config.
@@ -32,13 +34,13 @@ import numpy as np
 import pandas as pd
 import tensorflow as tf
 from omegaconf import DictConfig
-from tqdm.auto import tqdm
 
 import tfsent
 from tfsent import documents as docs_lib
 from tfsent import inputs as inputs_lib
+from tfsent import mlm_predict
 from tfsent import outputs as out_lib
-from tfsent.bucketing import DEFAULT_BUCKETS, bucket_lengths, default_jit_compile, predict_bucketed
+from tfsent.bucketing import DEFAULT_BUCKETS, bucket_lengths, default_jit_compile, predict_bucketed, tokenize_rows
 from tfsent.config import conf_dir, require, spec_from_config, strategy_name, to_container
 from tfsent.data.errors import DataError
 from tfsent.models import load_classifier, load_tokenizer
@@ -54,11 +56,6 @@ def model_max_length(model) -> int:
     return int(config.max_position_embeddings) - reserved
 
 
-def _ckpt_settings(ckpt: pathlib.Path) -> list:
-    # Name, size and mtime of each checkpoint file: cheap, and changes whenever the weights are rewritten.
-    return [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(ckpt.iterdir()) if p.is_file()]
-
-
 def _prob_columns(probs: np.ndarray, names: Sequence[str]) -> dict[str, np.ndarray]:
     return {f"prob_{n}": probs[:, k].astype(np.float64) for k, n in enumerate(names)}
 
@@ -69,11 +66,15 @@ def predict(ckpt_path: str | pathlib.Path, input: str | pathlib.Path, output: st
             global_batch_size: int = 64, buckets: Sequence[int] = DEFAULT_BUCKETS, max_length: int | None = None,
             documents: docs_lib.ChunkOptions = docs_lib.ChunkOptions(), part_size: int = 100_000,
             precision: str = "float32", split: str = "test", encoding: str | None = None,
-            jit_compile: bool | None = None, progress: bool = True) -> dict:
+            jit_compile: bool | None = None, progress: bool = True, mask_seed: int = mlm_predict.DEFAULT_SEED
+            ) -> dict:
     """Predict every row (or every chunk of every document) of ``input`` and write ``output`` atomically.
 
+    A masked-LM checkpoint (written by ``MaskedLM.save_pretrained``) is evaluated instead: see
+    :func:`tfsent.mlm_predict.predict_masked_lm` for its columns and summary.
+
     Args:
-        ckpt_path: a classifier directory written by ``SequenceClassifier.save_pretrained``.
+        ckpt_path: a classifier directory written by ``SequenceClassifier.save_pretrained`` (or a masked LM's).
         input: a csv/jsonl/parquet/text file, a TFRecord dataset folder, or a folder of ``.txt`` documents.
         output: the output file (csv/jsonl/parquet); for documents, the document table.
         input_format: one of ``auto, csv, jsonl, parquet, text, tfrecord, documents``.
@@ -91,6 +92,7 @@ def predict(ckpt_path: str | pathlib.Path, input: str | pathlib.Path, output: st
         encoding: the text encoding of the input (default utf-8).
         jit_compile: XLA-compile the predict step; None picks per strategy (see ``default_jit_compile``).
         progress: show a tqdm progress bar.
+        mask_seed: masking seed of a masked-LM evaluation.
 
     Returns:
         Summary: ``rows``, ``seconds``, ``rows_per_second``, ``output``, ``parts``, ``parts_skipped``,
@@ -110,6 +112,12 @@ def predict(ckpt_path: str | pathlib.Path, input: str | pathlib.Path, output: st
         from tfsent.precision import set_policy  # not every build has it yet; float32 needs nothing
         set_policy(precision, strategy)
     ckpt_path = pathlib.Path(ckpt_path)
+    if mlm_predict.is_masked_lm(ckpt_path):
+        return mlm_predict.predict_masked_lm(
+            ckpt_path, input, output, strategy=strategy, input_format=fmt, text_column=text_column,
+            id_column=id_column, output_format=output_format, global_batch_size=global_batch_size, buckets=buckets,
+            max_length=max_length, part_size=part_size, split=split, encoding=encoding, seed=mask_seed,
+            jit_compile=jit_compile, progress=progress)
     tokenizer = load_tokenizer(ckpt_path)
     with strategy.scope():
         model = load_classifier(ckpt_path)
@@ -133,43 +141,23 @@ def predict(ckpt_path: str | pathlib.Path, input: str | pathlib.Path, output: st
             ragged["token_type_ids"] = [c.token_type_ids for c in chunks]
         truncated = np.zeros(len(chunks), bool)
     elif fmt == "tfrecord":
-        tok = inputs_lib.read_tfrecord(input, split)
-        files = tok.files
-        ragged = tok.features
-        ids = tok.example_ids
-        too_long = [i for i, s in enumerate(ragged["input_ids"]) if len(s) > lengths[-1]]
-        if too_long:
-            raise DataError(f"{input}: record {too_long[0]} has {len(ragged['input_ids'][too_long[0]])} tokens, more "
-                            f"than the top bucket {lengths[-1]}; raise buckets (model max {limit})")
+        tok = inputs_lib.read_tfrecord(input, split, max_length=lengths[-1])
+        files, ragged, ids = tok.files, tok.features, tok.example_ids
         truncated = np.zeros(len(ids), bool)
     else:
         table = inputs_lib.read_texts(input, fmt, text_column=text_column, id_column=id_column, encoding=encoding)
         files, ids = table.files, table.ids
-        ragged, truncated = _tokenize(tokenizer, table.texts, lengths[-1], with_types=model.arch == "bert")
+        ragged, truncated = tokenize_rows(tokenizer, table.texts, lengths[-1], with_types=model.arch == "bert")
     n = len(ragged["input_ids"])
     if n == 0:
         raise DataError(f"{input}: nothing to predict (no rows or chunks)")
 
-    settings = {"ckpt": str(ckpt_path.resolve()), "ckpt_files": _ckpt_settings(ckpt_path), "format": fmt,
+    settings = {"ckpt": str(ckpt_path.resolve()), "ckpt_files": out_lib.checkpoint_files(ckpt_path), "format": fmt,
                 "text_column": text_column, "id_column": id_column, "buckets": lengths, "split": split,
                 "documents": dataclasses.asdict(documents) if fmt == "documents" else None,
                 "precision": precision, "version": tfsent.__version__}
     store = out_lib.PartStore(output, out_lib.fingerprint(files, settings), n, part_size)
-    bar = tqdm(total=n, unit="row", disable=not progress, desc="predict")
-    skipped = 0
-    for part in range(store.n_parts):
-        lo, hi = store.bounds(part)
-        if store.is_done(part):
-            skipped += 1
-            bar.update(hi - lo)
-            continue
-        seen = [0]
-
-        def on_rows(k, lo=lo, hi=hi, seen=seen):
-            step = min(k, hi - lo - seen[0])
-            seen[0] += step
-            bar.update(step)
-
+    def predict_part(lo: int, hi: int, on_rows) -> pd.DataFrame:
         out = predict_bucketed(model, strategy, {k: v[lo:hi] for k, v in ragged.items()}, buckets=lengths,
                                global_batch_size=global_batch_size, pad_values=pad_values, on_rows=on_rows)
         cols = {"row": np.arange(lo, hi, dtype=np.int64)}
@@ -188,10 +176,9 @@ def predict(ckpt_path: str | pathlib.Path, input: str | pathlib.Path, output: st
                     **_prob_columns(out["probs"], names))
         if fmt != "documents":
             cols["truncated"] = truncated[lo:hi]
-        store.write(part, "rows", pd.DataFrame(cols))
-        bar.update(hi - lo - seen[0])
-    bar.close()
+        return pd.DataFrame(cols)
 
+    skipped = store.run(predict_part, progress=progress)
     frame = store.finish("rows")
     summary = {"rows": n, "parts": store.n_parts, "parts_skipped": skipped, "buckets": list(lengths),
                "replicas": strategy.num_replicas_in_sync,
@@ -213,19 +200,6 @@ def predict(ckpt_path: str | pathlib.Path, input: str | pathlib.Path, output: st
     return summary
 
 
-def _tokenize(tokenizer, texts: Sequence[str], max_length: int, *, with_types: bool):
-    """Tokenize once, batched; keep each text's first window and flag those that did not fit."""
-    enc = tokenizer(list(texts), truncation=True, max_length=max_length, return_overflowing_tokens=True,
-                    return_token_type_ids=with_types, verbose=False)
-    mapping = np.asarray(enc["overflow_to_sample_mapping"])
-    first = np.flatnonzero(np.r_[True, mapping[1:] != mapping[:-1]])
-    if len(first) != len(texts):
-        raise DataError(f"tokenizer returned {len(first)} rows for {len(texts)} texts")
-    truncated = np.bincount(mapping, minlength=len(texts)) > 1
-    keys = ["input_ids", "attention_mask"] + (["token_type_ids"] if with_types else [])
-    return {k: [enc[k][i] for i in first] for k in keys}, truncated
-
-
 @hydra.main(version_base="1.3", config_path=str(conf_dir()), config_name="predict")
 def main(cfg: DictConfig) -> dict:
     """``python -m tfsent.predict ckpt_path=... input=... output=...`` (see ``conf/predict.yaml``)."""
@@ -241,9 +215,14 @@ def predict_from_config(cfg: DictConfig) -> dict:
         output_format=cfg.output_format, strategy=strategy_name(cfg.strategy),
         global_batch_size=int(cfg.global_batch_size), buckets=list(to_container(cfg.buckets)),
         max_length=cfg.max_length, documents=doc_opts, part_size=int(cfg.part_size), precision=cfg.precision,
-        split=cfg.split, encoding=cfg.encoding, progress=bool(cfg.progress))
-    print(f"predict: {summary['rows']} rows in {summary['seconds']:.1f} s ({summary['rows_per_second']:.1f} rows/s)"
-          f" -> {summary['output']}; labels {summary['label_counts']}")
+        split=cfg.split, encoding=cfg.encoding, progress=bool(cfg.progress), mask_seed=int(cfg.mask_seed))
+    done = f"predict: {summary['rows']} rows in {summary['seconds']:.1f} s ({summary['rows_per_second']:.1f} rows/s)"
+    if "label_counts" in summary:
+        print(f"{done} -> {summary['output']}; labels {summary['label_counts']}")
+    else:
+        print(f"{done} -> {summary['output']}; masked tokens {summary['masked_tokens']}, loss {summary['loss']:.4f}, "
+              f"masked accuracy {summary['masked_accuracy']:.4f}, perplexity {summary['perplexity']:.2f} "
+              f"({summary['summary_output']})")
     return summary
 
 

@@ -1,0 +1,110 @@
+"""`tfsent.train` with task=mlm, then `tfsent.predict` on the saved masked LM: rows in order, exact summary."""
+
+import json
+import math
+import pathlib
+
+import numpy as np
+import pandas as pd
+import pytest
+from hydra import compose, initialize_config_dir
+
+from tfsent.config import conf_dir
+from tfsent.data.errors import DataError
+from tfsent.data.reader import load_manifest
+from tfsent.mlm_predict import summary_path
+from tfsent.predict import predict, predict_from_config
+from tfsent.train import train
+
+PHRASEBANK = pathlib.Path(__file__).resolve().parents[1] / "data" / "financial_phrasebank" / "Sentences_AllAgree.txt"
+
+
+@pytest.fixture(scope="module")
+def mlm_model(tmp_path_factory):
+    """The tiny RoBERTa MLM experiment trained for a few steps on one CPU, through the training entry point."""
+    root = tmp_path_factory.mktemp("mlm")
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+        cfg = compose(config_name="train", overrides=[
+            f"paths.prepared_dir={root / 'prepared'}", f"paths.runs_dir={root / 'runs'}",
+            "+experiment=roberta_mlm_tiny", "strategy=cpu", "callbacks.tensorboard=false"])
+    metrics = train(cfg, root / "run")
+    return pathlib.Path(metrics["model_dir"]), metrics
+
+
+def test_evaluate_a_prepared_block_split(mlm_model, tmp_path):
+    model_dir, _ = mlm_model
+    data_dir = next((model_dir.parents[1] / "prepared").glob("phrasebank_corpus-mlm-*"))
+    expected = load_manifest(data_dir).split_info("validation").count
+    summary = predict(model_dir, data_dir, tmp_path / "blocks.parquet", input_format="tfrecord", split="validation",
+                      strategy="cpu", global_batch_size=8, progress=False)
+    frame = pd.read_parquet(tmp_path / "blocks.parquet")
+    assert summary["rows"] == len(frame) == expected
+    assert frame["example_id"].tolist() == sorted(frame["example_id"]) and not frame["truncated"].any()
+    # Blocks are packed full (only the last may be padded): about 15% of 30 maskable tokens each.
+    assert 3 < summary["masked_tokens"] / expected < 6
+
+
+@pytest.fixture(scope="module")
+def sentences(tmp_path_factory):
+    lines = PHRASEBANK.read_bytes().decode("latin-1").splitlines()[:37]
+    # Sentence openings: a BPE vocabulary of 400 spends ~2 tokens a word, and the model holds 32.
+    texts = [" ".join(line.rsplit("@", 1)[0].split()[:6]) for line in lines]
+    texts[5] = " ".join([texts[5]] * 20)  # longer than the model's 32 tokens: truncated and marked
+    path = tmp_path_factory.mktemp("texts") / "held_out.txt"
+    path.write_text("\n".join(texts) + "\n")
+    return path, texts
+
+
+def test_train_then_evaluate_held_out_text(mlm_model, sentences, tmp_path):
+    model_dir, metrics = mlm_model
+    assert {"val_loss", "val_masked_accuracy", "val_perplexity"} <= set(metrics)
+    path, texts = sentences
+    out = tmp_path / "mlm.csv"
+    summary = predict(model_dir, path, out, strategy="cpu", global_batch_size=8, buckets=[16, 32], part_size=16,
+                      progress=False)
+    frame = pd.read_csv(out, keep_default_na=False)
+    assert frame["row"].tolist() == list(range(len(texts)))
+    assert frame["truncated"].tolist() == [i == 5 for i in range(len(texts))]
+    assert (frame["n_tokens"] <= 32).all() and frame.loc[5, "n_tokens"] == 32
+    # The summary is the token-weighted mean over every masked token of every row.
+    masked = frame["num_masked"].sum()
+    assert masked > 0 and summary["masked_tokens"] == masked
+    assert summary["loss"] == pytest.approx((frame["loss"] * frame["num_masked"]).sum() / masked, rel=1e-9)
+    assert summary["masked_accuracy"] == pytest.approx(frame["num_correct"].sum() / masked, rel=1e-9)
+    assert summary["perplexity"] == pytest.approx(math.exp(summary["loss"]), rel=1e-9)
+    assert 0 < summary["loss"] < 20 and (frame["num_correct"] <= frame["num_masked"]).all()
+    # Label and prediction tokens are listed for up to max_predictions (8) masked positions per row.
+    shown = frame["masked"].str.split().str.len().fillna(0).astype(int)
+    np.testing.assert_array_equal(shown, np.minimum(frame["num_masked"], 8))
+    np.testing.assert_array_equal(frame["predicted"].str.split().str.len().fillna(0).astype(int), shown)
+    written = json.loads(summary_path(out).read_text())
+    assert written["loss"] == summary["loss"] and written["rows"] == len(texts)
+    assert not out.with_name("mlm.csv.parts").exists()
+    # Same input, seed and batch: the same masks and numbers (parts of 16 rows do not change a row's mask).
+    again = predict(model_dir, path, tmp_path / "again.csv", strategy="cpu", global_batch_size=8,
+                    buckets=[16, 32], part_size=16, progress=False)
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "again.csv", keep_default_na=False), frame)
+    assert again["loss"] == summary["loss"]
+
+
+def test_cli_config_and_bad_inputs(mlm_model, sentences, tmp_path):
+    model_dir, _ = mlm_model
+    path, texts = sentences
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+        cfg = compose(config_name="predict", overrides=[
+            f"ckpt_path={model_dir}", f"input={path}", f"output={tmp_path / 'cli.jsonl'}", "strategy=cpu",
+            "global_batch_size=8", "progress=false", "mask_seed=7"])
+    summary = predict_from_config(cfg)
+    assert summary["rows"] == len(texts) and summary["seed"] == 7
+    assert len(pd.read_json(tmp_path / "cli.jsonl", lines=True)) == len(texts)
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Revenue rose.")
+    with pytest.raises(DataError, match="scores rows, not documents"):
+        predict(model_dir, docs, tmp_path / "docs.csv", strategy="cpu", global_batch_size=8, progress=False)
+    blank = tmp_path / "blank.txt"
+    blank.write_text("Revenue rose.\n\nCosts fell.\n")
+    with pytest.raises(DataError, match=r"blank.txt:2"):
+        predict(model_dir, blank, tmp_path / "blank.csv", strategy="cpu", global_batch_size=8, progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blank.txt", "cli.jsonl", "cli.summary.json", "docs"]
