@@ -19,6 +19,8 @@ import dataclasses
 import time
 from collections.abc import Iterable, Mapping
 
+import numpy as np
+
 
 @dataclasses.dataclass(frozen=True)
 class EncoderShape:
@@ -69,20 +71,19 @@ def training_flops(forward: int) -> int:
 
 
 def padded_rows(lengths: Iterable[int], buckets: Iterable[int], global_batch_size: int) -> dict[int, int]:
-    """Rows per bucket length as ``tfsent.bucketing.predict_bucketed`` runs them: each row in the smallest bucket
-    that holds it, each bucket padded up to a whole number of global batches with filler rows.
+    """Rows per bucket length as ``tfsent.bucketing.predict_bucketed`` runs them (its own assignment: smallest
+    bucket that holds a row, partial batches spilled up where cheaper, each bucket padded to whole batches).
 
     Raises:
         ValueError: a length above the top bucket.
     """
+    from tfsent.bucketing import assign_buckets, spill_partial_batches
+
     edges = sorted(int(b) for b in buckets)
-    counts = dict.fromkeys(edges, 0)
-    for n in lengths:
-        fit = next((b for b in edges if n <= b), None)
-        if fit is None:
-            raise ValueError(f"a row of {n} tokens exceeds the top bucket {edges[-1]}")
-        counts[fit] += 1
-    return {b: -(-c // global_batch_size) * global_batch_size for b, c in counts.items() if c}
+    lengths = np.fromiter(lengths, dtype=np.int64)
+    which = spill_partial_batches(assign_buckets(lengths, edges), lengths, edges, global_batch_size)
+    counts = np.bincount(which, minlength=len(edges))
+    return {b: -(-int(c) // global_batch_size) * global_batch_size for b, c in zip(edges, counts) if c}
 
 
 def matmul_rate(dtype: str = "float32", size: int = 1024, chain: int = 8, repeats: int = 5) -> float:

@@ -41,10 +41,11 @@ def test_minilm_shape_from_config():
 
 
 def test_padded_rows_matches_bucketing():
-    # 3 rows fit 32, 1 fits 64, none 128; each bucket padded to whole batches of 4.
-    assert flops.padded_rows([10, 32, 5, 40], (32, 64, 128), 4) == {32: 4, 64: 4}
+    # 3 rows fit 32, 1 fits 64; one batch of 4 at 64 is cheaper than a batch at 32 plus one at 64.
+    assert flops.padded_rows([10, 32, 5, 40], (32, 64, 128), 4) == {64: 4}
+    assert flops.padded_rows([10, 32, 5, 6, 40], (32, 64, 128), 4) == {32: 4, 64: 4}
     assert flops.padded_rows([33] * 5, (32, 64), 4) == {64: 8}
-    with pytest.raises(ValueError, match="exceeds the top bucket 64"):
+    with pytest.raises(ValueError, match="exceed the top bucket 64"):
         flops.padded_rows([65], (32, 64), 4)
 
 

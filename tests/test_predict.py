@@ -5,7 +5,8 @@ import pandas as pd
 import pytest
 import tf_keras
 
-from tfsent.bucketing import FILLER_ID, assign_buckets, bucket_lengths, pad_rows, predict_bucketed, reorder
+from tfsent.bucketing import (FILLER_ID, assign_buckets, bucket_lengths, pad_rows, predict_bucketed, reorder,
+                              spill_partial_batches)
 from tfsent.data.errors import DataError
 from tfsent.models import CheckpointError, ClassifierSpec, build_classifier, load_classifier, load_tokenizer
 from tfsent.predict import predict
@@ -44,6 +45,27 @@ def test_bucket_helpers_pad_and_reorder():
     assert out["v"].tolist() == [0, 10, 20]
     with pytest.raises(ValueError, match=r"missing ids \[1\], duplicated \[2\]"):
         reorder([{"example_id": np.array([2, 2, 0]), "v": np.zeros(3)}], 3)
+
+
+def test_partial_batches_spill_up_when_cheaper():
+    buckets, size = (32, 64, 128), 4
+    # 5 short rows (one full batch + 1), 2 middle rows, 4 long rows (one full batch).
+    lengths = np.array([10, 12, 30, 31, 11, 40, 50, 100, 110, 120, 128])
+    which = assign_buckets(lengths, buckets)
+    assert which.tolist() == [0, 0, 0, 0, 0, 1, 1, 2, 2, 2, 2]
+    spilled = spill_partial_batches(which, lengths, buckets, size)
+    # Bucket 32 keeps one full batch; its longest row (31) joins the 64 bucket (3 rows: a filler batch there
+    # anyway, so it costs nothing extra and saves a 4x32 filler batch). The 64 bucket now holds 3 rows < one
+    # batch: keeping costs 4x64, moving up costs a second 128 batch (4x128): they stay.
+    assert spilled.tolist() == [0, 0, 0, 1, 0, 1, 1, 2, 2, 2, 2]
+    # Rows always fit: nothing moves down, nothing past the top.
+    assert (spilled >= which).all() and (np.asarray(buckets)[spilled] >= lengths).all()
+    # A bucket below one batch moves up whole when the next one has room: no filler batch, one shape less.
+    lengths = np.array([10, 40, 41, 42])
+    assert spill_partial_batches(assign_buckets(lengths, buckets), lengths, buckets, size).tolist() == [1, 1, 1, 1]
+    # A whole batch never moves.
+    lengths = np.array([10, 11, 12, 13, 40])
+    assert spill_partial_batches(assign_buckets(lengths, buckets), lengths, buckets, size).tolist() == [0, 0, 0, 0, 1]
 
 
 @pytest.fixture(scope="module")

@@ -67,6 +67,46 @@ def assign_buckets(lengths: np.ndarray, buckets: Sequence[int]) -> np.ndarray:
     return np.searchsorted(edges, lengths, side="left")
 
 
+def spill_partial_batches(which: np.ndarray, lengths: np.ndarray, buckets: Sequence[int],
+                          global_batch_size: int) -> np.ndarray:
+    """Move a bucket's last, partial batch up into the next bucket where that computes fewer padded tokens.
+
+    A bucket of ``n`` rows runs ``ceil(n / B)`` global batches of ``B`` rows, so up to ``B - 1`` filler rows of
+    its length are computed for nothing. Filling the next bucket's filler slots with the longest of those rows
+    instead is cheaper whenever the extra length costs less than the filler batch (cost counted as rows x
+    length); a bucket that never fills one batch disappears, which also saves its XLA compilation. Buckets are
+    visited shortest first, so rows can cascade up; none goes past the top bucket.
+
+    Args:
+        which: bucket index per row (from :func:`assign_buckets`).
+        lengths: token count per row.
+        buckets: the sorted bucket lengths.
+        global_batch_size: rows per step over all replicas.
+
+    Returns:
+        A new bucket index per row; every row still fits its bucket.
+    """
+    which = np.array(which, copy=True)
+    lengths = np.asarray(lengths)
+    size = global_batch_size
+
+    def cost(n: int, length: int) -> int:
+        return -(-n // size) * size * length
+
+    for b in range(len(buckets) - 1):
+        rows = np.flatnonzero(which == b)
+        spare = len(rows) % size
+        if spare == 0:
+            continue
+        above = int(np.count_nonzero(which == b + 1))
+        keep = cost(len(rows), buckets[b]) + cost(above, buckets[b + 1])
+        move = cost(len(rows) - spare, buckets[b]) + cost(above + spare, buckets[b + 1])
+        if move < keep or (move == keep and spare == len(rows)):
+            longest = rows[np.argsort(-lengths[rows], kind="stable")[:spare]]
+            which[longest] = b + 1
+    return which
+
+
 def pad_rows(ragged: Mapping[str, Sequence[Sequence[int]]], rows: np.ndarray, length: int, multiple: int,
              pad_values: Mapping[str, int]) -> dict[str, np.ndarray]:
     """Stack the given rows into ``[n, length]`` int32 arrays, padded up to a multiple of ``multiple`` rows.
@@ -160,7 +200,7 @@ def predict_bucketed(model: tf_keras.Model, strategy: tf.distribute.Strategy,
     if n == 0:
         raise ValueError("nothing to predict: 0 rows")
     lengths = np.fromiter((len(s) for s in ragged[names[0]]), dtype=np.int64, count=n)
-    which = assign_buckets(lengths, buckets)
+    which = spill_partial_batches(assign_buckets(lengths, buckets), lengths, buckets, global_batch_size)
     pieces: list[dict[str, np.ndarray]] = []
     for b, length in enumerate(buckets):
         rows = np.flatnonzero(which == b)
