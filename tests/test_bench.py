@@ -114,9 +114,24 @@ def test_tfsent_modes_on_tiny_bert(monkeypatch):
     plain = inference.keras_predict(clf, tokenizer, texts, 4, "tiny")
     assert plain.rows == 12 and plain.flops == eager.flops
 
+    # Two buckets in use, the shorter with a whole batch: the warm-up must compile both shapes.
+    by_length = {len(tokenizer(t)["input_ids"]): t for t in sentences}
+    texts = [t for n, t in sorted(by_length.items()) if n <= 32][:8] + \
+        [t for n, t in sorted(by_length.items()) if 32 < n <= 64][:1]
+    traces, warm, original = [], inference._warm_bucketed, clf.call
+
+    def warm_then_count(*args, **kwargs):
+        lengths = warm(*args, **kwargs)
+        monkeypatch.setattr(clf, "call", lambda *a, **k: traces.append(1) or original(*a, **k))
+        return lengths
+
+    monkeypatch.setattr(inference, "_warm_bucketed", warm_then_count)
     executed, useful = inference.tfsent_predict(clf, strategy, tokenizer, texts, 4, "tiny")
     lengths = [len(tokenizer(t)["input_ids"]) for t in texts]
-    assert executed.flops == flops.batch_flops(shape, flops.padded_rows(lengths, inference.BUCKETS, 4))
+    padded = flops.padded_rows(lengths, inference.BUCKETS, 4)
+    assert executed.flops == flops.batch_flops(shape, padded)
+    # The warm-up compiled every shape the timed run used: no trace while timed.
+    assert traces == [] and len(padded) == 2, padded
     assert useful.flops == sum(flops.sequence_flops(shape, n) for n in lengths)
     assert useful.flops < executed.flops
     assert executed.peak_rss_mb >= executed.rss_before_mb > 0
