@@ -21,10 +21,11 @@ import tensorflow as tf
 from bench import flops as flops_lib
 from bench.machine import RssSampler
 from bench.table import Measurement
+from tfsent.bucketing import DEFAULT_BUCKETS, bucket_lengths
 
 LABELS = ["negative", "neutral", "positive"]
 FIXED_LENGTH = 128
-BUCKETS = (32, 64, 128)
+BUCKETS = bucket_lengths(DEFAULT_BUCKETS, FIXED_LENGTH)  # what tfsent.predict uses, capped at 128
 
 # BERT-base: FinBERT's shape (12 layers, hidden 768), random weights: the cost, not the answers.
 BERT_BASE = {"arch": "bert", "vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12,

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 import tf_keras
 
-from tfsent.bucketing import (FILLER_ID, assign_buckets, bucket_lengths, pad_rows, predict_bucketed, reorder,
+from tfsent.bucketing import (DEFAULT_BUCKETS, FILLER_ID, assign_buckets, bucket_lengths, pad_rows, predict_bucketed, reorder,
                               spill_partial_batches)
 from tfsent.data.errors import DataError
 from tfsent.models import CheckpointError, ClassifierSpec, build_classifier, load_classifier, load_tokenizer
@@ -45,6 +45,18 @@ def test_bucket_helpers_pad_and_reorder():
     assert out["v"].tolist() == [0, 10, 20]
     with pytest.raises(ValueError, match=r"missing ids \[1\], duplicated \[2\]"):
         reorder([{"example_id": np.array([2, 2, 0]), "v": np.zeros(3)}], 3)
+
+
+def test_default_buckets_are_the_config_default_and_step_finely():
+    from omegaconf import OmegaConf
+
+    from tfsent.config import conf_dir
+
+    assert tuple(OmegaConf.load(conf_dir() / "predict.yaml").buckets) == DEFAULT_BUCKETS
+    assert DEFAULT_BUCKETS[-1] == 512 and list(DEFAULT_BUCKETS) == sorted(set(DEFAULT_BUCKETS))
+    # Padding to the next bucket never adds more than half a row (a third from 24 tokens on).
+    steps = [b / a for a, b in zip(DEFAULT_BUCKETS, DEFAULT_BUCKETS[1:])]
+    assert max(steps) <= 1.5 and max(s for a, s in zip(DEFAULT_BUCKETS, steps) if a >= 24) <= 4 / 3
 
 
 def test_partial_batches_spill_up_when_cheaper():

@@ -34,7 +34,7 @@ import tfsent
 from tfsent import atomic
 from tfsent import inputs as inputs_lib
 from tfsent import outputs as out_lib
-from tfsent.bucketing import bucket_lengths, default_jit_compile, predict_bucketed, tokenize_rows
+from tfsent.bucketing import DEFAULT_BUCKETS, bucket_lengths, default_jit_compile, predict_bucketed, tokenize_rows
 from tfsent.data.errors import DataError
 from tfsent.data.masking import IGNORE_INDEX, MaskingSpec, masking_map_fn
 from tfsent.models.masked_lm import SPEC_FILE, load_masked_lm
@@ -63,7 +63,7 @@ def _tokens(tokenizer, ids: np.ndarray, keep: np.ndarray) -> str:
 def predict_masked_lm(ckpt_path: str | pathlib.Path, input: str | pathlib.Path, output: str | pathlib.Path, *,
                       strategy: tf.distribute.Strategy, input_format: str, text_column: str = "text",
                       id_column: str | None = None, output_format: str | None = None, global_batch_size: int = 64,
-                      buckets: Sequence[int] = (32, 64, 128, 256, 512), max_length: int | None = None,
+                      buckets: Sequence[int] = DEFAULT_BUCKETS, max_length: int | None = None,
                       part_size: int = 100_000, split: str = "test", encoding: str | None = None,
                       seed: int = DEFAULT_SEED, jit_compile: bool | None = None, progress: bool = True) -> dict:
     """Score every row of ``input`` with a masked LM and write ``output`` (and its summary) atomically.
