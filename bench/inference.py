@@ -76,6 +76,11 @@ def encoder_shape(clf) -> flops_lib.EncoderShape:
     return flops_lib.EncoderShape.from_config(clf.hf_model.config, num_labels=len(LABELS))
 
 
+def useful_flops(shape: flops_lib.EncoderShape, tokenizer, texts: Sequence[str]) -> int:
+    """Forward FLOPs of ``texts`` at their real token counts (truncated at 128): no padding, no filler rows."""
+    return flops_lib.batch_flops(shape, ((len(ids), 1) for ids in _ragged(tokenizer, texts)["input_ids"]))
+
+
 def _fixed(tokenizer, texts):
     enc = tokenizer(list(texts), padding="max_length", truncation=True, max_length=FIXED_LENGTH,
                     return_tensors="np")
@@ -158,7 +163,7 @@ def tfsent_predict(clf, strategy, tokenizer, texts: Sequence[str], batch_size: i
     assert len(out["label_id"]) == len(texts)
     shape = encoder_shape(clf)
     executed = flops_lib.batch_flops(shape, flops_lib.padded_rows(lengths, BUCKETS, batch_size))
-    useful = flops_lib.batch_flops(shape, ((n, 1) for n in lengths))
+    useful = useful_flops(shape, tokenizer, texts)
     note = f"batch {batch_size}, buckets {list(BUCKETS)}, XLA"
     return (Measurement(f"{name} ({label})", len(texts), seconds, note, flops=executed, peak_rss_mb=rss.peak_mb,
                         rss_before_mb=rss.start_mb),

@@ -16,6 +16,7 @@ sentences and the same models, and writes ``bench/RESULTS.md``:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import json
 import os
@@ -55,6 +56,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     args.minilm_rows = args.minilm_rows or (96 if quick else 1024)
     args.bert_rows = args.bert_rows or (32 if quick else 192)
     args.pipeline_rows = args.pipeline_rows or (24 if quick else 512)
+    args.matmul_size = 512 if quick else 1024
     sizes = args.sizes or ("128,512" if quick else "1000,10000,100000")
     try:
         args.sizes = [int(s) for s in sizes.split(",") if s.strip()]
@@ -88,9 +90,14 @@ def ensure_torch_venv(venv: pathlib.Path = TORCH_VENV) -> pathlib.Path:
     return python
 
 
-def torch_baselines(python: pathlib.Path, texts, model_dir, random_config, label, pipeline_rows
-                    ) -> tuple[list[table.Measurement], str]:
-    """Run ``bench/torch_baselines.py`` in the torch venv; return its measurements and the torch version."""
+def torch_baselines(python: pathlib.Path, texts, model_dir, random_config, label, pipeline_rows, shape, tokenizer
+                    ) -> tuple[list[table.Measurement], str, float]:
+    """Run ``bench/torch_baselines.py`` in the torch venv.
+
+    Returns:
+        The measurements (with the useful FLOPs of their rows, counted for ``shape``), the torch version and
+        torch's fp32 matmul rate in FLOP/s.
+    """
     job = {"texts": list(texts), "model_dir": str(model_dir), "random_config": random_config, "label": label,
            "batch_size": BATCH, "max_length": 128, "pipeline_rows": pipeline_rows, "modes": ["pipeline", "batched"]}
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
@@ -105,9 +112,15 @@ def torch_baselines(python: pathlib.Path, texts, model_dir, random_config, label
         os.unlink(f.name)
     if done.returncode:
         raise RuntimeError(f"torch baselines failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    from bench import inference
+
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    return [table.Measurement(r["name"], r["rows"], r["seconds"], r["note"]) for r in result["results"]], \
-        f"torch {result['torch']} ({result['threads']} threads)"
+    ms = []
+    for r in result["results"]:
+        # Useful FLOPs (real tokens only) of the rows this mode ran: the work any implementation must do.
+        ms.append(table.Measurement(r["name"], r["rows"], r["seconds"], r["note"],
+                                    flops=inference.useful_flops(shape, tokenizer, texts[: r["rows"]])))
+    return ms, f"torch {result['torch']} ({result['threads']} threads)", float(result["matmul_fp32"])
 
 
 def _flop_rows(ms, fp32_rate):
@@ -144,9 +157,8 @@ def main(argv=None) -> int:
     timed.start = time.perf_counter()
 
     # 2 first: the ceiling, measured before anything else has warmed or fragmented memory.
-    mm_size = 512 if args.quick else 1024
-    fp32 = flops.matmul_rate("float32", size=mm_size)
-    bf16 = flops.matmul_rate("bfloat16", size=mm_size)
+    fp32 = flops.matmul_rate("float32", size=args.matmul_size)
+    bf16 = flops.matmul_rate("bfloat16", size=args.matmul_size)
     log(f"matmul: fp32 {fp32 / 1e9:.1f} GFLOP/s, bf16 {bf16 / 1e9:.1f} GFLOP/s")
     timed("matmul")
 
@@ -159,13 +171,18 @@ def main(argv=None) -> int:
 
     minilm: list[table.Measurement] = []
     bert: list[table.Measurement] = []
-    torch_version = "not run"
+    torch_version, torch_fp32 = "not run", None
     if not args.skip_torch:
         python = ensure_torch_venv()
-        ms, torch_version = torch_baselines(python, minilm_texts, model_dir, None, "MiniLM-L6", args.pipeline_rows)
+        minilm_shape = flops.EncoderShape.from_config(json.loads((model_dir / "config.json").read_text()),
+                                                      num_labels=len(inference.LABELS))
+        ms, torch_version, torch_fp32 = torch_baselines(python, minilm_texts, model_dir, None, "MiniLM-L6",
+                                                        args.pipeline_rows, minilm_shape, tokenizer)
         minilm += ms
         bert_cfg = {k: v for k, v in inference.BERT_BASE.items() if k != "arch"}
-        ms, _ = torch_baselines(python, bert_texts, model_dir, bert_cfg, "BERT-base", max(8, args.pipeline_rows // 8))
+        bert_shape = flops.EncoderShape.from_config(bert_cfg, num_labels=len(inference.LABELS))
+        ms, _, _ = torch_baselines(python, bert_texts, model_dir, bert_cfg, "BERT-base",
+                                   max(8, args.pipeline_rows // 8), bert_shape, tokenizer)
         bert += ms
         timed("torch baselines")
 
@@ -220,7 +237,7 @@ def main(argv=None) -> int:
         train_ms = [hand, fit, mlm]
         timed("training")
 
-    text = render(args, command, desc, torch_version, fp32, bf16, minilm, bert, tfs_minilm, tfs_minilm_useful,
+    text = render(args, command, desc, torch_version, torch_fp32, fp32, bf16, minilm, bert, tfs_minilm, tfs_minilm_useful,
                   tfs_bf16, tfs_bert, tfs_bert_useful, scaling, train_ms, section_seconds,
                   time.perf_counter() - t0)
     out = pathlib.Path(args.out)
@@ -235,8 +252,28 @@ def _find(ms, prefix):
     return next((m for m in ms if m.name.startswith(prefix)), None)
 
 
-def render(args, command, desc, torch_version, fp32, bf16, minilm, bert, tfs_minilm, tfs_minilm_useful, tfs_bf16,
-           tfs_bert, tfs_bert_useful, scaling, train_ms, section_seconds, total_seconds) -> str:
+def _ceilings(fp32, torch_fp32, minilm, bert) -> list[str]:
+    """Why a speed-up over the pipeline is bounded: the best ratio any implementation could reach if it ran only
+    the useful FLOPs at 100% of the matmul rate, against what the pipeline achieves."""
+    lines = []
+    for label, ms in (("MiniLM-L6", minilm), ("BERT-base", bert)):
+        ref = _find(ms, "HF pipeline")
+        if ref is None or not ref.flops:
+            continue
+        lines.append(f"- {label}: the HF pipeline (batch 1, so no padding) runs its useful FLOPs at "
+                     f"{ref.flop_rate() / 1e9:.1f} GFLOP/s, {ref.flop_rate() / fp32:.0%} of TF's fp32 matmul rate; "
+                     f"a run of only those FLOPs at 100% of that rate would be at most "
+                     f"**{fp32 / ref.flop_rate():.2f}x** the pipeline.")
+    if lines and torch_fp32:
+        lines.append(f"- torch's fp32 matmul rate here, measured the same way: {torch_fp32 / 1e9:.1f} GFLOP/s "
+                     f"({torch_fp32 / fp32:.2f}x TF's): the two frameworks share one ceiling.")
+    if lines:
+        lines = ["Ceiling on the ratio to the pipeline:", ""] + lines + [""]
+    return lines
+
+
+def render(args, command, desc, torch_version, torch_fp32, fp32, bf16, minilm, bert, tfs_minilm, tfs_minilm_useful,
+           tfs_bf16, tfs_bert, tfs_bert_useful, scaling, train_ms, section_seconds, total_seconds) -> str:
     """The RESULTS.md text: machine, command, targets, then one table per section."""
     targets = []
     for label, ms, tfs in (("MiniLM-L6", minilm, tfs_minilm), ("BERT-base", bert, tfs_bert)):
@@ -273,6 +310,7 @@ def render(args, command, desc, torch_version, fp32, bf16, minilm, bert, tfs_min
               f"BERT-base {args.bert_rows} (pipeline on the first {max(8, args.pipeline_rows // 8)}); "
               "Financial PhraseBank 50Agree, repeated where a size exceeds its 4846 sentences.", "",
               "## Targets (issue 6)", "", table.targets_table(targets), "",
+              *_ceilings(fp32, torch_fp32, minilm, bert),
               "## 1. Inference", "",
               "Timed: texts in, label ids out, tokenization included; model loading and warm-up (tracing, XLA "
               "compilation of the shapes used) excluded, except in the cold `tfsent.predict()` line. Batch 64 "
@@ -284,13 +322,17 @@ def render(args, command, desc, torch_version, fp32, bf16, minilm, bert, tfs_min
     ref = _find(bert, "HF pipeline") or _find(bert, "eager TF loop")
     parts += [table.throughput_table(bert, ref), ""]
     parts += ["## 2. Against the machine's limit", "",
-              f"TF matmul rate (tf.function, best of 5, 8 independent square products per call): fp32 "
+              f"TF matmul rate (best of 5 calls of a tf.function computing 8 independent "
+              f"{args.matmul_size}x{args.matmul_size} products, "
+              "graph runtime or XLA, whichever is faster): fp32 "
               f"**{fp32 / 1e9:.1f} GFLOP/s**, bf16 **{bf16 / 1e9:.1f} GFLOP/s**. FLOPs count the encoder's matrix "
               "products for the shapes actually run (see `bench/flops.py`): *executed* = padded buckets with "
               "filler rows, *useful* = each sentence's real token count.", "",
               table.markdown(["run", "GFLOP", "GFLOP/s", "of fp32 matmul rate"],
                              _flop_rows([tfs_minilm, tfs_minilm_useful, tfs_bf16, tfs_bert, tfs_bert_useful]
-                                        + [m for m in minilm + bert if m.name.startswith(("eager", "model.predict"))],
+                                        + [m for m in minilm + bert if m.name.startswith(("eager", "model.predict"))]
+                                        + [dataclasses.replace(m, name=f"{m.name}, useful FLOPs") for m in minilm + bert
+                                           if m.name.startswith(("HF pipeline", "batched torch"))],
                                         fp32)), "",
               f"bf16 predict runs at {tfs_bf16.flop_rate() / bf16:.0%} of the bf16 matmul rate "
               f"({tfs_bf16.rate / tfs_minilm.rate:.2f}x the fp32 predict's rows/s).", ""]

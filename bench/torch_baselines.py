@@ -1,7 +1,7 @@
 """PyTorch baselines, run by ``bench/run.py`` inside ``bench/.venv-torch`` (torch never enters tfsent's venv).
 
 Usage: ``bench/.venv-torch/bin/python bench/torch_baselines.py JOB.json`` prints one JSON object:
-``{"torch": version, "threads": n, "results": [{"name", "rows", "seconds", "note"}, ...]}``.
+``{"torch": version, "threads": n, "matmul_fp32": FLOP/s, "results": [{"name", "rows", "seconds", "note"}, ...]}``.
 
 The job file holds ``texts``, ``model_dir`` (config + tokenizer, and weights when ``random_config`` is null),
 ``random_config`` (BertConfig fields for a randomly initialised model, e.g. BERT-base), ``label`` (for the
@@ -67,6 +67,25 @@ def batched_mode(job, model, tokenizer) -> dict:
             "note": f"batch {bs}, pad to longest in batch, inference_mode"}
 
 
+def matmul_rate(size: int = 1024, chain: int = 8, repeats: int = 5) -> float:
+    """torch's fp32 matmul rate in FLOP/s, measured as ``bench.flops.matmul_rate`` measures TF's (best of
+    ``repeats`` calls of ``chain`` independent ``size x size`` products): the ceiling the torch baselines run under."""
+    import torch
+
+    pairs = [(torch.randn(size, size), torch.randn(size, size)) for _ in range(chain)]
+
+    def products():
+        return sum(float(torch.mm(x, y).sum()) for x, y in pairs)
+
+    products()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        products()
+        best = min(best, time.perf_counter() - start)
+    return 2.0 * chain * size ** 3 / best
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print(__doc__, file=sys.stderr)
@@ -81,7 +100,8 @@ def main(argv: list[str]) -> int:
     results = []
     for mode in job["modes"]:
         results.append({"pipeline": pipeline_mode, "batched": batched_mode}[mode](job, model, tokenizer))
-    print(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads(), "results": results}))
+    print(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads(), "matmul_fp32": matmul_rate(),
+                      "results": results}))
     return 0
 
 

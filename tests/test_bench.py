@@ -136,3 +136,16 @@ def test_tfsent_modes_on_tiny_bert(monkeypatch):
     assert useful.flops < executed.flops
     assert executed.peak_rss_mb >= executed.rss_before_mb > 0
     assert np.isclose(executed.seconds, useful.seconds)
+
+
+def test_pipeline_ceiling_exact():
+    from bench.run import _ceilings
+
+    pipeline = table.Measurement("HF pipeline, torch (MiniLM-L6)", rows=10, seconds=2.0, flops=50e9)
+    lines = _ceilings(100e9, 120e9, [pipeline], [table.Measurement("eager TF loop (BERT-base)", 10, 1.0)])
+    # 25 GFLOP/s of useful work against a 100 GFLOP/s ceiling: no run of the same FLOPs can be more than 4x faster.
+    assert lines[2] == ("- MiniLM-L6: the HF pipeline (batch 1, so no padding) runs its useful FLOPs at 25.0 GFLOP/s, "
+                        "25% of TF's fp32 matmul rate; a run of only those FLOPs at 100% of that rate would be at "
+                        "most **4.00x** the pipeline.")
+    assert "120.0 GFLOP/s (1.20x TF's)" in lines[3] and len(lines) == 5
+    assert _ceilings(100e9, None, [table.Measurement("HF pipeline", 10, 1.0)], []) == []
