@@ -201,6 +201,17 @@ def test_build_callbacks_order_and_switches(tmp_path):
     assert resume_point(CallbackSpec(), tmp_path, 8) == (0, 0, 0)
 
 
+def test_default_callbacks_write_tensorboard_events(tmp_path):
+    # TensorBoard is on by default, so a fresh install must be able to write its events (tensorflow-cpu 2.21
+    # does not install tensorboard; tfsent depends on it directly).
+    x, y = np.ones((8, 4), np.float32), np.array([0, 1, 2, 0, 1, 2, 0, 1])
+    callbacks = build_callbacks(CallbackSpec(backup=False, save_best=False, save_last=False, csv=False,
+                                             confusion_report=False), tmp_path)
+    _tiny_model().fit(x, y, validation_data=(x, y), epochs=2, verbose=0, callbacks=callbacks)
+    assert sorted(p.name for p in (tmp_path / "tensorboard").iterdir()) == ["train", "validation"]
+    assert list((tmp_path / "tensorboard" / "train").glob("events.out.tfevents.*"))
+
+
 def _tiny_model():
     model = tf_keras.Sequential([tf_keras.layers.Input((4,)), tf_keras.layers.Dense(3)])
     model.compile(optimizer=tf_keras.optimizers.Adam(0.1),

