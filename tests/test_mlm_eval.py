@@ -39,13 +39,14 @@ def test_predictions_over_thousands_of_rows_stay_reduced(block_dir):
         model.compile(jit_compile=True)
     out = predict_mlm(model, data_dir, "test", strategy, global_batch_size=256)
     assert {k: v.shape for k, v in out.items()} == {
-        "example_id": (n,), "loss": (n,), "num_masked": (n,), "positions": (n, 12), "labels": (n, 12),
-        "top_ids": (n, 12, 5), "top_log_probs": (n, 12, 5)}
+        "example_id": (n,), "loss": (n,), "num_masked": (n,), "num_correct": (n,), "positions": (n, 12),
+        "labels": (n, 12), "top_ids": (n, 12, 5), "top_log_probs": (n, 12, 5)}
     np.testing.assert_array_equal(out["example_id"], np.arange(n))
     assert sum(v.nbytes for v in out.values()) < 200 * n * 4  # O(N * P * k), not N * 64 * 500 logits
     # 15% of ~62 eligible tokens per block: about 9.3 masked per row.
     assert 8.8 < out["num_masked"].mean() < 9.8
     assert ((out["positions"] >= 0).sum(1) == np.minimum(out["num_masked"], 12)).all()
+    assert ((0 <= out["num_correct"]) & (out["num_correct"] <= out["num_masked"])).all()
     assert (out["top_ids"] < VOCAB).all() and np.isfinite(out["loss"]).all()
     assert 0.0 <= top1_accuracy(out) <= 1.0
     again = predict_mlm(model, data_dir, "test", strategy, global_batch_size=256)
