@@ -106,7 +106,7 @@ def tiny_ckpt(tmp_path_factory):
 @pytest.mark.slow
 def test_prediction_survives_sigkill_with_every_row_once(tiny_ckpt, tmp_path):
     rng = random.Random(SEED)
-    n, part_size = 120, 6
+    n, part_size = 960, 6  # many short parts, so a kill up to 3 parts + 1.5 s after its mark still lands mid-run
     n_parts = n // part_size
     words = "revenue profit loss growth decline quarter guidance margin sales costs strong weak".split()
     lines = [" ".join(rng.choice(words) for _ in range(rng.randint(3, 12))) + f" {i}" for i in range(n)]

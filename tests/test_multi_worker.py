@@ -138,7 +138,8 @@ def test_two_workers_train_like_one_process(tmp_path):
     logs += [tmp_path / f"worker{i}.log" for i in range(2)]
     with processes() as procs:
         for i in range(2):
-            procs.append(launch(["-m", "tfsent.train", *common, "strategy=multi_worker", f"hydra.run.dir={dirs[i]}"],
+            # Every worker gets the same run directory, as on a pod; tfsent.train sends non-chief files to scratch.
+            procs.append(launch(["-m", "tfsent.train", *common, "strategy=multi_worker", f"hydra.run.dir={run}"],
                                 logs[1 + i], TF_CONFIG=tf_config(ports, i)))
         assert wait_all(procs, 1200, logs) == [0, 0], tails(logs)
 
