@@ -64,6 +64,11 @@ def batch_flops(shape: EncoderShape, rows_by_length: Mapping[int, int] | Iterabl
     return sum(int(rows) * sequence_flops(shape, length) for length, rows in items)
 
 
+def useful_flops(shape: EncoderShape, lengths: Iterable[int]) -> int:
+    """Forward FLOPs of rows at their real token counts: no padding, no filler rows (the work any run must do)."""
+    return batch_flops(shape, ((int(n), 1) for n in lengths))
+
+
 def training_flops(forward: int) -> int:
     """Forward + backward of a training step: the backward pass costs twice the forward (grads of inputs and
     weights), the usual ``3 x forward`` rule."""

@@ -76,9 +76,9 @@ def encoder_shape(clf) -> flops_lib.EncoderShape:
     return flops_lib.EncoderShape.from_config(clf.hf_model.config, num_labels=len(LABELS))
 
 
-def useful_flops(shape: flops_lib.EncoderShape, tokenizer, texts: Sequence[str]) -> int:
-    """Forward FLOPs of ``texts`` at their real token counts (truncated at 128): no padding, no filler rows."""
-    return flops_lib.batch_flops(shape, ((len(ids), 1) for ids in _ragged(tokenizer, texts)["input_ids"]))
+def token_lengths(tokenizer, texts: Sequence[str]) -> list[int]:
+    """Each text's token count as tfsent's predict tokenizes it (special tokens included, truncated at 128)."""
+    return [len(ids) for ids in _ragged(tokenizer, texts)["input_ids"]]
 
 
 def _fixed(tokenizer, texts):
@@ -134,7 +134,7 @@ def _warm_bucketed(clf, strategy, tokenizer, texts, batch_size):
     """
     from tfsent.bucketing import assign_buckets, predict_bucketed, spill_partial_batches
 
-    lengths = [len(s) for s in _ragged(tokenizer, texts)["input_ids"]]
+    lengths = token_lengths(tokenizer, texts)
     first_fit = assign_buckets(np.asarray(lengths), BUCKETS)
     used = set(spill_partial_batches(first_fit, np.asarray(lengths), BUCKETS, batch_size).tolist())
     warm = [texts[int(np.flatnonzero(first_fit == b)[0])] for b in sorted(used) for _ in range(batch_size)]
@@ -163,7 +163,7 @@ def tfsent_predict(clf, strategy, tokenizer, texts: Sequence[str], batch_size: i
     assert len(out["label_id"]) == len(texts)
     shape = encoder_shape(clf)
     executed = flops_lib.batch_flops(shape, flops_lib.padded_rows(lengths, BUCKETS, batch_size))
-    useful = useful_flops(shape, tokenizer, texts)
+    useful = flops_lib.useful_flops(shape, lengths)
     note = f"batch {batch_size}, buckets {list(BUCKETS)}, XLA"
     return (Measurement(f"{name} ({label})", len(texts), seconds, note, flops=executed, peak_rss_mb=rss.peak_mb,
                         rss_before_mb=rss.start_mb),

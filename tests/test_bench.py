@@ -27,6 +27,7 @@ def test_sequence_flops_exact():
     assert flops.sequence_flops(lm, 5) == 1680 + 560
     assert flops.batch_flops(shape, {5: 3, 2: 1}) == 3 * flops.sequence_flops(shape, 5) + flops.sequence_flops(shape, 2)
     assert flops.batch_flops(shape, [(5, 3)]) == 3 * 3416
+    assert flops.useful_flops(shape, [5, 2]) == flops.sequence_flops(shape, 5) + flops.sequence_flops(shape, 2)
     assert flops.training_flops(100) == 300
 
 

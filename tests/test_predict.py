@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 import tf_keras
 
-from tfsent.bucketing import (DEFAULT_BUCKETS, FILLER_ID, assign_buckets, bucket_lengths, pad_rows, predict_bucketed, reorder,
-                              spill_partial_batches)
+from tfsent.bucketing import (DEFAULT_BUCKETS, FILLER_ID, assign_buckets, bucket_lengths, pad_rows,
+                              predict_bucketed, reorder, spill_partial_batches)
 from tfsent.data.errors import DataError
 from tfsent.models import CheckpointError, ClassifierSpec, build_classifier, load_classifier, load_tokenizer
 from tfsent.predict import predict

@@ -146,18 +146,6 @@ def default_jit_compile(strategy: tf.distribute.Strategy) -> bool:
     return True
 
 
-def _short_lived_options() -> tf.data.Options:
-    options = tf.data.Options()
-    # Each bucket gets a fresh iterator that lives for a few steps. With autotuning on, predict calls ended on a
-    # 1.3 / 2.6 / 5.2 s grid (the autotune thread's sleep doubles from 10 ms), up to 40% of a MiniLM-L6 run on
-    # PhraseBank; without it most of those stalls are gone. The pipeline only slices in-memory arrays: nothing to tune.
-    options.autotune.enabled = False
-    return options
-
-
-_SHORT_LIVED = _short_lived_options()
-
-
 def _dataset_fn(arrays: dict[str, np.ndarray], global_batch_size: int, map_fn: Callable | None) -> Callable:
     def fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
         ds = tf.data.Dataset.from_tensor_slices(arrays)
@@ -166,7 +154,12 @@ def _dataset_fn(arrays: dict[str, np.ndarray], global_batch_size: int, map_fn: C
         ds = ds.batch(ctx.get_per_replica_batch_size(global_batch_size), drop_remainder=True)
         if map_fn is not None:
             ds = ds.map(map_fn, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        return ds.prefetch(2).with_options(_SHORT_LIVED)
+        options = tf.data.Options()
+        # Each bucket's iterator lives a few steps. With autotuning on, predict calls ended on a 1.3 / 2.6 / 5.2 s
+        # grid (the autotune thread's sleep doubles from 10 ms), up to 40% of a MiniLM-L6 run on PhraseBank;
+        # without it most of those stalls are gone. Slicing in-memory arrays (and masking) has nothing to tune.
+        options.autotune.enabled = False
+        return ds.prefetch(2).with_options(options)
     return fn
 
 
