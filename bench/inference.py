@@ -55,7 +55,7 @@ def build_model(strategy, model: str, precision: str = "float32"):
     """A compiled (XLA) SequenceClassifier: ``minilm`` (real MiniLM-L6 weights), ``bert_base`` or ``bert_tiny``
     (random weights)."""
     from tfsent.models import ClassifierSpec, build_classifier
-    from tfsent.precision import set_policy
+    from tfsent.runtime.precision import set_policy
 
     configs = {"bert_base": BERT_BASE, "bert_tiny": BERT_TINY}
     if model != "minilm" and model not in configs:

@@ -140,9 +140,9 @@ def main(argv=None) -> int:
     import tensorflow as tf
 
     from bench import flops, inference, machine, training
-    from tfsent import atomic
+    from tfsent.runtime import atomic
     from tfsent.models import load_tokenizer, resolve_source
-    from tfsent.strategy import make_strategy
+    from tfsent.runtime.strategy import make_strategy
 
     tf.get_logger().setLevel("ERROR")
     desc = machine.describe()

@@ -65,8 +65,8 @@ def fit_vs_hand_step(prepared_dir: str | pathlib.Path, *, max_seq_length: int = 
     """
     from tfsent import tasks
     from tfsent.config import TrainerSpec, spec_from_config, strategy_name
-    from tfsent.precision import set_policy
-    from tfsent.strategy import make_strategy
+    from tfsent.runtime.precision import set_policy
+    from tfsent.runtime.strategy import make_strategy
 
     cfg = compose_train_config(prepared_dir, max_seq_length, steps, extra_overrides)
     trainer = spec_from_config(TrainerSpec, cfg.trainer, "trainer")
@@ -139,7 +139,7 @@ def mlm_step_rate(*, steps: int = 16, batch: int = 64, max_seq_length: int = 64,
     from tfsent.data.masking import MaskingSpec, masking_transform
     from tfsent.models.masked_lm import MaskedLMSpec, build_masked_lm
     from tfsent.optim import OptimizerSpec, build_optimizer
-    from tfsent.strategy import make_strategy
+    from tfsent.runtime.strategy import make_strategy
 
     spec = MaskedLMSpec(vocab_size=vocab_size, max_seq_length=max_seq_length)
     strategy = make_strategy("cpu")

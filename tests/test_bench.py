@@ -97,7 +97,7 @@ def test_tfsent_modes_on_tiny_bert(monkeypatch):
     """Every TF mode runs on a tiny random BERT and counts the FLOPs of exactly the shapes it ran."""
     from bench import inference
     from tfsent.models import load_tokenizer
-    from tfsent.strategy import make_strategy
+    from tfsent.runtime.strategy import make_strategy
 
     monkeypatch.setattr(inference, "BERT_BASE", TINY)
     strategy = make_strategy("cpu")

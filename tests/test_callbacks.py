@@ -27,7 +27,7 @@ def _child(run_dir: pathlib.Path, stall_at: int | None) -> None:
     """A tiny fit() on 8 replicas with the project's callbacks; writes progress.txt each step and result.json."""
     import tfsent  # noqa: F401
 
-    from tfsent.strategy import make_strategy
+    from tfsent.runtime.strategy import make_strategy
 
     strategy = make_strategy("virtual_cpu:8")  # before anything else touches TensorFlow
     import numpy as np

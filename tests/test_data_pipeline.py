@@ -8,7 +8,7 @@ from tfsent.data.errors import DataError
 from tfsent.data.manifest import Manifest, load_manifest
 from tfsent.data.reader import dataset_fn, make_distributed_dataset, to_keras, verify_shards
 from tfsent.data.writer import atomic_dir, write_split
-from tfsent.strategy import make_strategy
+from tfsent.runtime.strategy import make_strategy
 
 N, L = 13, 8
 LABELS = ["negative", "neutral", "positive"]

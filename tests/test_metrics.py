@@ -9,7 +9,7 @@ import tf_keras
 
 from tfsent.metrics import (ClassPrecision, ClassRecall, ConfusionMatrix, MacroF1, classification_metrics,
                             find_confusion_metric)
-from tfsent.strategy import make_strategy
+from tfsent.runtime.strategy import make_strategy
 
 LABELS = ["negative", "neutral", "positive"]
 # Ten real examples. Rows of the confusion matrix are true labels, columns predictions:

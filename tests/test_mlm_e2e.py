@@ -10,7 +10,7 @@ from tfsent.data.masking import IGNORE_INDEX, MaskingSpec, masking_map_fn
 from tfsent.data.reader import load_manifest, make_distributed_dataset
 from tfsent.mlm_eval import evaluate_mlm, predict_mlm
 from tfsent.models.masked_lm import MaskedLMSpec, build_masked_lm, load_masked_lm
-from tfsent.strategy import make_strategy
+from tfsent.runtime.strategy import make_strategy
 from tfsent.tokenizer_training import load_tokenizer
 
 LENGTH, BATCH = 32, 32

@@ -8,7 +8,7 @@ from tfsent.data.manifest import Manifest
 from tfsent.data.writer import atomic_dir, write_split
 from tfsent.mlm_eval import evaluate_mlm, predict_mlm, top1_accuracy
 from tfsent.models.masked_lm import MaskedLMSpec, build_masked_lm
-from tfsent.strategy import make_strategy
+from tfsent.runtime.strategy import make_strategy
 
 ROWS, LENGTH, VOCAB = 3840, 64, 500
 

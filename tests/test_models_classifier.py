@@ -11,7 +11,7 @@ from transformers import TFBertForSequenceClassification
 
 from tfsent.models import (ClassifierSpec, LabelError, PositionError, SequenceClassifier, build_classifier,
                            load_classifier)
-from tfsent.strategy import make_strategy
+from tfsent.runtime.strategy import make_strategy
 
 LABELS = ["negative", "neutral", "positive"]
 SEQ = 16

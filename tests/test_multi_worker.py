@@ -13,25 +13,13 @@ from tfsent import multi_worker as mw
 from tfsent.models import ClassifierSpec, build_classifier, load_tokenizer
 from tfsent.outputs import OutputError
 from tfsent.predict import predict
+from tfsent.runtime.workers import WorkerInfo, worker_info, write_dir
 
 from fault_helpers import free_ports, launch, processes, tails, tf_config, wait_all
 
 LABELS = ["negative", "neutral", "positive"]
 TINY = dict(arch="bert", vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
             intermediate_size=64, max_position_embeddings=64)
-
-
-def test_worker_info_from_tf_config():
-    assert mw.worker_info("") == mw.WorkerInfo(0, 1, True)
-    assert mw.worker_info(tf_config([1, 2, 3], 0)) == mw.WorkerInfo(0, 3, True)
-    assert mw.worker_info(tf_config([1, 2, 3], 2)) == mw.WorkerInfo(2, 3, False)
-    with_chief = json.dumps({"cluster": {"chief": ["h:1"], "worker": ["h:2", "h:3"]},
-                             "task": {"type": "worker", "index": 0}})
-    assert mw.worker_info(with_chief) == mw.WorkerInfo(1, 3, False)
-    with pytest.raises(ValueError, match=r"TF_CONFIG task worker:5 is not in its cluster \['worker'\]"):
-        mw.worker_info(tf_config([1, 2], 5))
-    with pytest.raises(ValueError, match=r"TF_CONFIG is malformed \(KeyError: 'task'\)"):
-        mw.worker_info(json.dumps({"cluster": {"worker": ["h:1"]}}))
 
 
 def test_shard_bounds_cover_every_row_once():
@@ -43,16 +31,6 @@ def test_shard_bounds_cover_every_row_once():
             assert rows == list(range(n))
     with pytest.raises(ValueError, match="worker index 2 outside 0..1"):
         mw.shard_bounds(5, 2, 2)
-
-
-def test_only_the_chief_writes_the_run_dir(tmp_path):
-    run = tmp_path / "run"
-    assert mw.write_dir(run, mw.WorkerInfo(0, 2, True)) == run
-    scratch = mw.write_dir(run, mw.WorkerInfo(1, 2, False))
-    assert scratch == run / ".workers" / "worker-1"
-    # BackupAndRestore state stays shared: Keras reads <backup>/chief on every worker when it restarts.
-    assert (scratch / "backup").is_symlink() and (scratch / "backup").resolve() == (run / "backup").resolve()
-    assert mw.write_dir(run, mw.WorkerInfo(1, 2, False)) == scratch  # idempotent on a restart
 
 
 def test_merge_shards_refuses_gaps_and_duplicates(tmp_path):
@@ -82,9 +60,9 @@ def test_predict_sharded_over_two_workers_equals_one_run(tiny_ckpt, tmp_path):
     kw = dict(strategy="cpu", global_batch_size=4, buckets=(16,), part_size=5, progress=False)
     out = tmp_path / "merged.jsonl"
     # Worker 1 first: the chief's merge then finds every shard without waiting.
-    one = mw.predict_sharded(tiny_ckpt, tmp_path / "in.csv", out, info=mw.WorkerInfo(1, 2, False), **kw)
+    one = mw.predict_sharded(tiny_ckpt, tmp_path / "in.csv", out, info=WorkerInfo(1, 2, False), **kw)
     assert (one["lo"], one["hi"], one["rows"]) == (12, 23, 11) and not out.exists()
-    chief = mw.predict_sharded(tiny_ckpt, tmp_path / "in.csv", out, info=mw.WorkerInfo(0, 2, True), wait_s=0, **kw)
+    chief = mw.predict_sharded(tiny_ckpt, tmp_path / "in.csv", out, info=WorkerInfo(0, 2, True), wait_s=0, **kw)
     assert (chief["lo"], chief["hi"], chief["merged_rows"]) == (0, 12, 23)
     merged = pd.read_json(out, lines=True)
     assert merged["row"].tolist() == list(range(23))
@@ -134,7 +112,7 @@ def test_two_workers_train_like_one_process(tmp_path):
         procs.append(launch(["-m", "tfsent.train", *common, "strategy=cpu", f"hydra.run.dir={single}"], logs[0]))
         assert wait_all(procs, 900, logs) == [0], tails(logs)
     ports = free_ports(2)
-    dirs = [mw.write_dir(run, mw.worker_info(tf_config(ports, i))) for i in range(2)]
+    dirs = [write_dir(run, worker_info(tf_config(ports, i))) for i in range(2)]
     logs += [tmp_path / f"worker{i}.log" for i in range(2)]
     with processes() as procs:
         for i in range(2):

@@ -10,7 +10,7 @@ import tensorflow as tf
 import tf_keras
 
 from tfsent.optim import AccumulatingAdamW, OptimizerSpec, WarmupLinearDecay, build_optimizer
-from tfsent.strategy import make_strategy
+from tfsent.runtime.strategy import make_strategy
 
 X = np.random.default_rng(0).normal(size=(96, 5)).astype("float32")
 Y = np.random.default_rng(1).normal(size=(96, 1)).astype("float32")

@@ -10,7 +10,7 @@ from tfsent.bucketing import (DEFAULT_BUCKETS, FILLER_ID, assign_buckets, bucket
 from tfsent.data.errors import DataError
 from tfsent.models import CheckpointError, ClassifierSpec, build_classifier, load_classifier, load_tokenizer
 from tfsent.predict import predict
-from tfsent.strategy import make_strategy
+from tfsent.runtime.strategy import make_strategy
 
 LABELS = ["negative", "neutral", "positive"]
 TINY = dict(arch="bert", vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,

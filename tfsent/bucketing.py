@@ -24,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from tfsent.strategy import check_global_batch
+from tfsent.runtime.strategy import check_global_batch
 
 log = logging.getLogger(__name__)
 

@@ -32,14 +32,14 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from tfsent import atomic
+from tfsent.runtime import atomic
 from tfsent.config import ConfigError
 from tfsent.metrics import ConfusionMatrix, find_confusion_metric
 from tfsent.reports import confusion_report
+from tfsent.runtime.workers import BACKUP_DIR
 
 log = logging.getLogger(__name__)
 
-BACKUP_DIR = "backup"
 BEST_DIR = "checkpoints/best"
 LAST_DIR = "checkpoints/last"
 CSV_FILE = "metrics.csv"

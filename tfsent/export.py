@@ -16,7 +16,7 @@ import pathlib
 
 import tensorflow as tf
 
-from tfsent import atomic
+from tfsent.runtime import atomic
 
 EXPORT_META = "tfsent_export.json"
 

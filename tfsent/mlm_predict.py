@@ -31,7 +31,7 @@ import pandas as pd
 import tensorflow as tf
 
 import tfsent
-from tfsent import atomic
+from tfsent.runtime import atomic
 from tfsent import inputs as inputs_lib
 from tfsent import outputs as out_lib
 from tfsent.bucketing import DEFAULT_BUCKETS, bucket_lengths, default_jit_compile, predict_bucketed, tokenize_rows

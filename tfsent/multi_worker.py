@@ -28,71 +28,9 @@ import pandas as pd
 from tfsent import inputs as inputs_lib
 from tfsent import outputs as out_lib
 from tfsent.data.errors import DataError
+from tfsent.runtime.workers import WorkerInfo, worker_info
 
-WORKERS_DIR = ".workers"
-BACKUP_DIR = "backup"  # tfsent.callbacks.BACKUP_DIR; not imported so this module stays free of TensorFlow
 SHARD_ID = "_row"
-
-
-@dataclasses.dataclass(frozen=True)
-class WorkerInfo:
-    """This process's place in the cluster: ``index`` of ``count`` workers; the chief writes shared outputs."""
-
-    index: int = 0
-    count: int = 1
-    is_chief: bool = True
-
-
-def worker_info(tf_config: str | None = None) -> WorkerInfo:
-    """Read the worker index and count from ``TF_CONFIG`` (the environment's, unless given).
-
-    The chief is the ``chief`` task when the cluster has one, else worker 0 (MultiWorkerMirroredStrategy's rule).
-    Without ``TF_CONFIG`` the process is the only worker.
-
-    Raises:
-        ValueError: ``TF_CONFIG`` is not JSON, or lacks ``cluster`` / ``task``, or names a task outside the cluster.
-    """
-    raw = os.environ.get("TF_CONFIG") if tf_config is None else tf_config
-    if not raw:
-        return WorkerInfo()
-    try:
-        config = json.loads(raw)
-        cluster, task = config["cluster"], config["task"]
-        kind, index = str(task["type"]), int(task["index"])
-    except (ValueError, KeyError, TypeError) as e:
-        raise ValueError(f"TF_CONFIG is malformed ({type(e).__name__}: {e}); expected "
-                         '{"cluster": {"worker": [...]}, "task": {"type": "worker", "index": i}}') from None
-    order = [("chief", i) for i in range(len(cluster.get("chief", [])))] + \
-            [("worker", i) for i in range(len(cluster.get("worker", [])))]
-    if (kind, index) not in order:
-        raise ValueError(f"TF_CONFIG task {kind}:{index} is not in its cluster {sorted(cluster)}")
-    return WorkerInfo(order.index((kind, index)), len(order), order.index((kind, index)) == 0)
-
-
-def write_dir(run_dir: str | os.PathLike, info: WorkerInfo | None = None) -> pathlib.Path:
-    """The folder this worker writes its run files to: ``run_dir`` on the chief, a private scratch elsewhere.
-
-    The scratch folder's ``backup`` is a link to ``run_dir/backup`` so that BackupAndRestore state stays shared.
-
-    Args:
-        run_dir: the run directory every worker was given (on storage all workers see).
-        info: this worker; default: from ``TF_CONFIG``.
-
-    Returns:
-        The folder (created).
-    """
-    info = info or worker_info()
-    run_dir = pathlib.Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if info.is_chief:
-        return run_dir
-    scratch = run_dir / WORKERS_DIR / f"worker-{info.index}"
-    scratch.mkdir(parents=True, exist_ok=True)
-    (run_dir / BACKUP_DIR).mkdir(exist_ok=True)
-    link = scratch / BACKUP_DIR
-    if not link.is_symlink():
-        link.symlink_to(os.path.relpath(run_dir / BACKUP_DIR, scratch), target_is_directory=True)
-    return scratch
 
 
 def shard_bounds(n_rows: int, count: int, index: int) -> tuple[int, int]:

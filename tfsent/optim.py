@@ -409,7 +409,7 @@ def build_optimizer(spec: OptimizerSpec, variable_groups: Sequence[Sequence[tf.V
             unfreezing), as for pre-training.
 
     Returns:
-        The optimizer; wrap it with :func:`tfsent.precision.wrap_optimizer` for ``mixed_float16``.
+        The optimizer; wrap it with :func:`tfsent.runtime.precision.wrap_optimizer` for ``mixed_float16``.
 
     Raises:
         ValueError: groups given but empty, or unfreezing asked for without groups.

@@ -44,7 +44,7 @@ from tfsent.bucketing import DEFAULT_BUCKETS, bucket_lengths, default_jit_compil
 from tfsent.config import conf_dir, require, spec_from_config, strategy_name, to_container
 from tfsent.data.errors import DataError
 from tfsent.models import load_classifier, load_tokenizer
-from tfsent.strategy import check_global_batch, make_strategy
+from tfsent.runtime.strategy import check_global_batch, make_strategy
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ def predict(ckpt_path: str | pathlib.Path, input: str | pathlib.Path, output: st
         max_length: an optional lower cap than the model's position embeddings.
         documents: chunking and weighting of documents.
         part_size: rows (chunks) per resumable part.
-        precision: ``float32``, or a policy for ``tfsent.precision.set_policy`` when that module exists.
+        precision: ``float32``, or a policy for ``tfsent.runtime.precision.set_policy`` when that module exists.
         split: the split of a TFRecord input.
         encoding: the text encoding of the input (default utf-8).
         jit_compile: XLA-compile the predict step; None picks per strategy (see ``default_jit_compile``).
@@ -109,7 +109,7 @@ def predict(ckpt_path: str | pathlib.Path, input: str | pathlib.Path, output: st
     out_fmt = out_lib.infer_format(output, output_format)
     fmt = inputs_lib.infer_format(input, input_format)
     if precision != "float32":
-        from tfsent.precision import set_policy  # not every build has it yet; float32 needs nothing
+        from tfsent.runtime.precision import set_policy  # not every build has it yet; float32 needs nothing
         set_policy(precision, strategy)
     ckpt_path = pathlib.Path(ckpt_path)
     if mlm_predict.is_masked_lm(ckpt_path):

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from tfsent import atomic
+from tfsent.runtime import atomic
 
 
 def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:

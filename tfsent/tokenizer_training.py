@@ -13,7 +13,7 @@ import os
 import pathlib
 from typing import Iterable, Iterator, Sequence
 
-from tfsent import atomic
+from tfsent.runtime import atomic
 
 SPECIAL_TOKENS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")

@@ -19,9 +19,9 @@ import hydra
 from omegaconf import DictConfig
 
 import tfsent  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
-from tfsent import atomic, multi_worker
+from tfsent.runtime import atomic
 from tfsent.config import ConfigError, TrainerSpec, conf_dir, spec_from_config, strategy_name
-from tfsent.strategy import check_global_batch, make_strategy
+from tfsent.runtime.strategy import check_global_batch, make_strategy
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,8 @@ def train(cfg: DictConfig, run_dir: str | os.PathLike) -> dict[str, Any]:
     import tf_keras
 
     from tfsent import tasks
-    from tfsent.callbacks import BACKUP_DIR, CallbackSpec, resume_point
+    from tfsent.callbacks import CallbackSpec, resume_point
+    from tfsent.runtime.workers import BACKUP_DIR, write_dir
 
     run_dir = pathlib.Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -55,7 +56,7 @@ def train(cfg: DictConfig, run_dir: str | os.PathLike) -> dict[str, Any]:
     if strategy_name(cfg.strategy) == "multi_worker":
         # Only the chief writes the run directory; other workers save the same checkpoints (collective) into a
         # scratch folder whose backup/ links to the shared one, so a killed run resumes on every worker.
-        run_dir = multi_worker.write_dir(run_dir)
+        run_dir = write_dir(run_dir)
     replicas = strategy.num_replicas_in_sync
     check_global_batch(trainer.global_batch_size, strategy, "trainer.global_batch_size")
     check_global_batch(trainer.eval_batch_size, strategy, "trainer.eval_batch_size")
@@ -114,7 +115,7 @@ def train(cfg: DictConfig, run_dir: str | os.PathLike) -> dict[str, Any]:
 
 
 def _set_precision(name: str, strategy) -> str:
-    from tfsent.precision import set_policy
+    from tfsent.runtime.precision import set_policy
 
     return set_policy(name, strategy)
 

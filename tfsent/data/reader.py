@@ -25,7 +25,7 @@ import tensorflow as tf
 from tfsent.data.errors import DataError
 from tfsent.data.features import filler_row, parse_fn
 from tfsent.data.manifest import Manifest, load_manifest
-from tfsent.strategy import check_global_batch
+from tfsent.runtime.strategy import check_global_batch
 
 __all__ = ["load_manifest", "verify_shards", "dataset_fn", "steps_per_epoch", "to_keras",
            "make_distributed_dataset"]

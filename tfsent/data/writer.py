@@ -16,7 +16,7 @@ from typing import Iterable, Iterator, Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
-from tfsent import atomic
+from tfsent.runtime import atomic
 from tfsent.data.errors import DataError
 from tfsent.data.features import to_example
 from tfsent.data.manifest import ShardInfo, SplitInfo, sha256_file, shard_name

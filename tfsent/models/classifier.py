@@ -22,7 +22,7 @@ import tf_keras
 from transformers import (BertConfig, RobertaConfig, TFBertForSequenceClassification,
                           TFRobertaForSequenceClassification)
 
-from tfsent import atomic
+from tfsent.runtime import atomic
 from tfsent.models import labels as labels_lib
 from tfsent.models import loading
 from tfsent.models.positions import check_max_positions

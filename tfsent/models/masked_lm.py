@@ -22,7 +22,7 @@ from typing import Any
 import tensorflow as tf
 import tf_keras
 
-from tfsent import atomic
+from tfsent.runtime import atomic
 from tfsent.data.masking import IGNORE_INDEX
 from tfsent.models.loading import CheckpointError, load_weights
 from tfsent.models.positions import PositionError, check_max_positions  # noqa: F401  (PositionError re-exported)

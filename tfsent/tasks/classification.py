@@ -20,7 +20,7 @@ from tfsent.models.labels import head_labels
 from tfsent.models.loading import load_tokenizer, read_config, resolve_source
 from tfsent.models.positions import check_max_positions
 from tfsent.optim import build_optimizer as build_recipe_optimizer
-from tfsent.precision import wrap_optimizer
+from tfsent.runtime.precision import wrap_optimizer
 from tfsent.tasks import optimizer_spec
 from tfsent.prepare import PrepareSpec, prepare
 from tfsent.reports import confusion_report

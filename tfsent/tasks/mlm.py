@@ -18,7 +18,7 @@ from tfsent.data.masking import MaskingSpec, masking_map_fn
 from tfsent.data.reader import load_manifest, make_distributed_dataset
 from tfsent.models.masked_lm import MaskedLM, MaskedLMSpec, build_masked_lm
 from tfsent.optim import build_optimizer as build_recipe_optimizer
-from tfsent.precision import wrap_optimizer
+from tfsent.runtime.precision import wrap_optimizer
 from tfsent.tasks import optimizer_spec
 from tfsent.tokenizer_training import load_tokenizer
 

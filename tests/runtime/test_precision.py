@@ -9,8 +9,8 @@ import tensorflow as tf
 import tf_keras
 
 from tfsent.optim import OptimizerSpec, build_optimizer
-from tfsent.precision import resolve_policy, set_policy, wrap_optimizer
-from tfsent.strategy import make_strategy
+from tfsent.runtime.precision import resolve_policy, set_policy, wrap_optimizer
+from tfsent.runtime.strategy import make_strategy
 
 
 @pytest.fixture(autouse=True)

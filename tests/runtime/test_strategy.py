@@ -1,7 +1,7 @@
 import pytest
 import tensorflow as tf
 
-from tfsent.strategy import StrategyError, check_global_batch, make_strategy
+from tfsent.runtime.strategy import StrategyError, check_global_batch, make_strategy
 
 
 def test_cpu_is_one_replica():

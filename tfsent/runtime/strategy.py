@@ -14,11 +14,12 @@ same code path and differs only here:
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 
 import tensorflow as tf
+
+from tfsent.runtime.workers import WorkerConfigError, worker_info
 
 log = logging.getLogger(__name__)
 
@@ -84,16 +85,41 @@ def _tpu(address: str) -> tf.distribute.TPUStrategy:
     return tf.distribute.TPUStrategy(resolver)
 
 
+def _tpu_hint() -> str | None:
+    """Why this machine may have a TPU (an env variable or a device node), or None: probing needs a hint."""
+    for var in ("TPU_NAME", "COLAB_TPU_ADDR"):
+        if os.environ.get(var):
+            return f"{var}={os.environ[var]}"
+    for node in ("/dev/accel0", "/dev/vfio/0"):
+        if os.path.exists(node):
+            return node
+    return None
+
+
 def _find_tpu() -> tf.distribute.TPUStrategy | None:
     # Probing is cheap where no TPU exists: the resolver fails fast without TPU_NAME/metadata or libtpu.
-    if not (os.environ.get("TPU_NAME") or os.environ.get("COLAB_TPU_ADDR") or os.path.exists("/dev/accel0")
-            or os.path.exists("/dev/vfio/0")):
+    if _tpu_hint() is None:
         return None
     try:
         return _tpu(os.environ.get("TPU_NAME", ""))
     except StrategyError as e:
         log.warning("auto: TPU probe failed, falling back: %s", e)
         return None
+
+
+def auto_choice() -> str:
+    """What ``strategy=auto`` would pick here, said without connecting to a TPU or building anything.
+
+    Returns:
+        A short description, e.g. ``"tpu (probe: /dev/accel0)"``, ``"mirrored over 4 GPUs"``, ``"cpu"``.
+    """
+    hint = _tpu_hint()
+    if hint:
+        return f"tpu (probe: {hint}; falls back below if the probe fails)"
+    gpus = tf.config.list_physical_devices("GPU")
+    if len(gpus) > 1:
+        return f"mirrored over {len(gpus)} GPUs"
+    return "one GPU" if gpus else "cpu"
 
 
 def make_strategy(name: str = "auto") -> tf.distribute.Strategy:
@@ -150,19 +176,12 @@ def _build(kind: str, arg: str, name: str) -> tf.distribute.Strategy:
 
 
 def _multi_worker() -> tf.distribute.MultiWorkerMirroredStrategy:
-    raw = os.environ.get("TF_CONFIG")
-    if not raw:
+    if not os.environ.get("TF_CONFIG"):
         raise StrategyError("strategy 'multi_worker' needs TF_CONFIG (cluster and task) in the environment")
     try:
-        tf_config = json.loads(raw)
-        workers = tf_config["cluster"]["worker"]
-        task = tf_config["task"]
-        task["type"], int(task["index"])
-    except (ValueError, KeyError, TypeError) as e:
-        raise StrategyError(f"TF_CONFIG is malformed ({e}); expected "
-                            '{"cluster": {"worker": [...]}, "task": {"type": "worker", "index": i}}') from e
-    if not workers:
-        raise StrategyError("TF_CONFIG lists no workers")
+        worker_info()
+    except WorkerConfigError as e:
+        raise StrategyError(str(e)) from e
     return tf.distribute.MultiWorkerMirroredStrategy()
 
 
