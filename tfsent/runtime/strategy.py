@@ -19,6 +19,7 @@ import os
 
 import tensorflow as tf
 
+from tfsent.errors import UserError
 from tfsent.runtime.workers import WorkerConfigError, worker_info
 
 log = logging.getLogger(__name__)
@@ -26,7 +27,7 @@ log = logging.getLogger(__name__)
 NAMES = ("auto", "tpu", "mirrored", "multi_worker", "cpu", "virtual_cpu")
 
 
-class StrategyError(ValueError):
+class StrategyError(UserError):
     """A strategy name that is unknown, malformed or impossible on this machine."""
 
 

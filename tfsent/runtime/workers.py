@@ -17,11 +17,13 @@ import json
 import os
 import pathlib
 
+from tfsent.errors import UserError
+
 WORKERS_DIR = ".workers"
 BACKUP_DIR = "backup"
 
 
-class WorkerConfigError(ValueError):
+class WorkerConfigError(UserError):
     """``TF_CONFIG`` is malformed."""
 
 

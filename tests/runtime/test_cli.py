@@ -1,0 +1,105 @@
+"""Entry-point plumbing: one-line user errors with exit status 2, tracebacks for bugs, a quiet stderr.
+
+The entry here is a small job under ``@hydra_entry("predict")`` run as a real process, so the exit status, what
+reaches stderr (through the native-log filter on fd 2) and the composition check are those a user sees.
+"""
+
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tfsent.runtime import cli
+from tfsent.runtime.quiet import NATIVE_NOISE
+
+JOB = textwrap.dedent('''
+    import os, sys
+    import tfsent
+    from tfsent.errors import UserError
+    from tfsent.runtime.cli import hydra_entry
+
+    @hydra_entry("predict")
+    def main(cfg):
+        # What TensorFlow's XLA and absl write to fd 2 natively, and a real native error line.
+        os.write(2, b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\\n")
+        os.write(2, b"I0000 00:00:1796283197.316216   13397 device_compiler.h:196] Compiled cluster using XLA!\\n")
+        os.write(2, b"W1203 07:31:25.652000   11102 cpu_allocator.cc:12] big allocation\\n")
+        os.write(2, b"E1203 07:31:25.652000   11102 status.cc:1] a native error stays visible\\n")
+        print("to stderr", file=sys.stderr)
+        if cfg.input == "bad":
+            raise UserError("bad.csv line 3: the text is empty", hint="remove the row or fill it")
+        if cfg.input == "bug":
+            raise KeyError("a bug")
+        print("ran", cfg.input)
+
+    if __name__ == "__main__":
+        main()
+''')
+
+
+def _run(tmp_path: pathlib.Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    script = tmp_path / "job.py"
+    script.write_text(JOB)
+    full_env = {k: v for k, v in os.environ.items() if k not in ("HYDRA_FULL_ERROR",)}
+    full_env.update(env)
+    return subprocess.run([sys.executable, str(script), *args, f"hydra.run.dir={tmp_path / 'run'}"],
+                          capture_output=True, text=True, env=full_env, timeout=300)
+
+
+@pytest.mark.parametrize("args, message, hint", [
+    (["foo=1"], "error: Could not override 'foo'. (Key 'foo' is not in struct)", "hint: to add a new key, use +foo=1"),
+    (["strategy=nope", "ckpt_path=a", "input=b", "output=c"], "error: In 'predict': Could not find 'strategy/nope'",
+     "hint: 'strategy' is one of: auto, cpu, mirrored, multi_worker, tpu, virtual_cpu"),
+    (["input=x"], "error: ckpt_path, output are required", "hint: set ckpt_path=... output=... on the command line"),
+    (["ckpt_path=a", "input=bad", "output=c"], "error: bad.csv line 3: the text is empty",
+     "hint: remove the row or fill it"),
+], ids=["unknown-key", "unknown-option", "missing-mandatory", "user-error-in-job"])
+def test_user_mistakes_are_one_line_and_exit_2(tmp_path, args, message, hint):
+    done = _run(tmp_path, *args)
+    assert done.returncode == 2, done.stderr
+    lines = [ln for ln in done.stderr.splitlines() if ln.startswith(("error:", "hint:", "Traceback"))]
+    assert lines == [message, hint]
+
+
+def test_a_bug_keeps_its_traceback_and_full_error_shows_every_traceback(tmp_path):
+    bug = _run(tmp_path, "ckpt_path=a", "input=bug", "output=c")
+    assert bug.returncode == 1 and "KeyError: 'a bug'" in bug.stderr
+    full = _run(tmp_path, "ckpt_path=a", "input=bad", "output=c", HYDRA_FULL_ERROR="1")
+    assert full.returncode == 1
+    assert "Traceback (most recent call last)" in full.stderr and "UserError: bad.csv line 3" in full.stderr
+
+
+def test_native_info_and_warning_lines_are_hidden_errors_are_not(tmp_path):
+    done = _run(tmp_path, "ckpt_path=a", "input=ok", "output=c")
+    assert done.returncode == 0, done.stderr
+    assert "ran ok" in done.stdout
+    assert "to stderr" in done.stderr and "a native error stays visible" in done.stderr
+    assert "Compiled cluster using XLA" not in done.stderr and "big allocation" not in done.stderr
+    assert "absl::InitializeLog" not in done.stderr
+
+
+def test_a_level_chosen_by_the_user_leaves_stderr_alone(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("TFSENT_DEFAULT_LOG_LEVEL",)}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "0"
+    script = tmp_path / "job.py"
+    script.write_text(JOB)
+    done = subprocess.run([sys.executable, str(script), "ckpt_path=a", "input=ok", "output=c",
+                           f"hydra.run.dir={tmp_path / 'run'}"], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "Compiled cluster using XLA" in done.stderr
+
+
+def test_sweeps_are_checked_on_their_first_values():
+    assert cli._first_values(["-m", "a=1,2", "+b=x,y", "c=3", "hydra.run.dir=/r"]) == [
+        "a=1", "+b=x", "c=3", "hydra.run.dir=/r"]
+
+
+def test_native_noise_pattern():
+    assert NATIVE_NOISE.match(b"I0000 00:00:1796283197.316216   13397 device_compiler.h:196] Compiled\n")
+    assert NATIVE_NOISE.match(b"W1203 07:31:25.652000 11102 cpu_allocator.cc:12] x\n")
+    assert not NATIVE_NOISE.match(b"E1203 07:31:25.652000 11102 status.cc:1] x\n")
+    assert not NATIVE_NOISE.match(b"Traceback (most recent call last):\n")
+    assert not NATIVE_NOISE.match(b"I love this sentence.\n")

@@ -1,0 +1,135 @@
+"""What every entry point (train, predict, prepare, export) does around its work: a quiet start, the config
+checked before anything heavy starts, and a user's mistake shown as one line.
+
+``@hydra_entry("predict")`` replaces ``@hydra.main(...)`` on an entry module's ``main``. Before Hydra runs the job,
+the command line is composed once with Hydra's compose API, so an unknown key, an unknown option of a config group
+or a missing mandatory value (``???``) is reported as ``error: <message>`` plus an optional ``hint: ...`` line, with
+exit status 2, before TensorFlow builds anything. Inside the job, a :class:`tfsent.errors.UserError` (bad file,
+row, value, checkpoint) is reported the same way. Anything else is a bug and keeps its traceback;
+``HYDRA_FULL_ERROR=1`` shows the traceback for everything.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import MissingMandatoryValue
+
+from tfsent.config import conf_dir
+from tfsent.errors import UserError
+from tfsent.runtime.quiet import quiet_start
+
+EXIT_USER_ERROR = 2
+# Hydra flags after which the command line is Hydra's own business (help, printing configs, other config dirs).
+_HYDRA_ONLY_FLAGS = ("--help", "-h", "--hydra-help", "--info", "-i", "--cfg", "-c", "--shell-completion", "-sc",
+                     "--config-dir", "-cd", "--config-path", "-cp", "--config-name", "-cn", "--experimental-rerun",
+                     "--version")
+
+
+def _full_errors() -> bool:
+    return os.environ.get("HYDRA_FULL_ERROR") == "1"
+
+
+def fail(message: str, hint: str | None = None) -> None:
+    """Print ``error: message`` (and ``hint: ...``) to stderr and exit with status 2."""
+    print(f"error: {message}", file=sys.stderr)
+    if hint:
+        print(f"hint: {hint}", file=sys.stderr)
+    sys.stderr.flush()
+    raise SystemExit(EXIT_USER_ERROR)
+
+
+def _first_values(args: Sequence[str]) -> list[str]:
+    """The overrides of a command line, each sweep (``a=1,2`` under ``-m``) reduced to its first value."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    overrides = [a for a in args if not a.startswith("-")]
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    firsts = []
+    for text, override in zip(overrides, parsed):
+        if override.is_sweep_override():
+            text = text.split("=", 1)[0] + "=" + next(iter(override.sweep_string_iterator()))
+        firsts.append(text)
+    return firsts
+
+
+def describe_composition_error(error: Exception) -> tuple[str, str | None]:
+    """One line (and an optional hint) for an error Hydra raises while composing a config."""
+    lines = [ln.strip() for ln in str(error).splitlines() if ln.strip()]
+    message, hint = (lines[0] if lines else type(error).__name__), None
+    cause = error.__cause__
+    if cause is not None and str(cause).strip():
+        message += f" ({str(cause).strip().splitlines()[0]})"
+    for i, line in enumerate(lines[1:], 1):
+        if line.startswith("To append to your config use"):
+            hint = "to add a new key, " + line[len("To append to your config "):]
+        elif line.startswith("Available options in"):
+            options = [o for o in lines[i + 1:] if not o.startswith(("Config search path", "provider="))]
+            hint = f"{line[len('Available options in '):].rstrip(':')} is one of: {', '.join(options)}"
+            break
+    return message, hint
+
+
+def check_command_line(config_name: str, args: Sequence[str]) -> DictConfig | None:
+    """Compose ``config_name`` with the command line's overrides and fail (exit 2) on a user mistake.
+
+    Args:
+        config_name: the entry point's top-level config (``train``, ``predict``, ...).
+        args: the command line after the program name.
+
+    Returns:
+        The composed config (without Hydra's own node), or None when Hydra-only flags leave the check to Hydra.
+    """
+    if any(a.split("=")[0] in _HYDRA_ONLY_FLAGS for a in args):
+        return None
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+            cfg = compose(config_name=config_name, overrides=_first_values(args))
+    except (HydraException, OmegaConfBaseException) as e:
+        fail(*describe_composition_error(e))
+    finally:
+        GlobalHydra.instance().clear()
+    missing = sorted(OmegaConf.missing_keys(cfg))
+    if missing:
+        fail(f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} required",
+             "set " + " ".join(f"{key}=..." for key in missing) + " on the command line")
+    return cfg
+
+
+def hydra_entry(config_name: str) -> Callable[[Callable[[DictConfig], Any]], Callable[[], Any]]:
+    """Decorate an entry module's job ``fn(cfg)``; the result is its ``main()`` (see the module docstring).
+
+    Args:
+        config_name: the top-level config in ``conf/`` (``train``, ``predict``, ``prepare``, ``export``).
+    """
+    def decorate(job: Callable[[DictConfig], Any]) -> Callable[[], Any]:
+        def reported(cfg: DictConfig) -> Any:
+            try:
+                return job(cfg)
+            except (UserError, MissingMandatoryValue) as e:
+                if _full_errors():
+                    raise
+                fail(str(e), getattr(e, "hint", None))
+
+        hydra_main = hydra.main(version_base="1.3", config_path=str(conf_dir()), config_name=config_name)(reported)
+
+        @functools.wraps(job)
+        def main() -> Any:
+            cfg = None if _full_errors() else check_command_line(config_name, sys.argv[1:])
+            quiet_start(verbose=bool(cfg.get("verbose", False)) if cfg is not None else False)
+            return hydra_main()
+
+        return main
+
+    return decorate

@@ -1,0 +1,93 @@
+"""A quiet start: hide the native log lines and library banners that a user cannot act on.
+
+TensorFlow's C++ INFO/WARNING lines are mostly hidden by ``TF_CPP_MIN_LOG_LEVEL=2`` (set in ``tfsent/__init__``),
+but XLA and gRPC log through absl, which reads no environment variable: before ``absl::InitializeLog()`` (which
+TensorFlow never calls) absl writes everything to stderr, with a ``WARNING: All log messages before
+absl::InitializeLog() ...`` line first. The only lever from Python is the file descriptor itself, so
+:class:`NativeLogFilter` puts a pipe on fd 2 and a thread copies every line through except absl/glog INFO and
+WARNING lines (``I1203 ...`` / ``W1203 ...``); errors (``E``/``F``), Python tracebacks and everything else pass
+unchanged. ``verbose=true``, or ``TF_CPP_MIN_LOG_LEVEL`` set by the user, leaves stderr alone.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import re
+import sys
+import threading
+
+# absl/glog prefix: severity letter, MMDD, time, thread id, file:line]. Only I and W are dropped.
+NATIVE_NOISE = re.compile(rb"^(?:[IW]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [^ \]]+:\d+\] |"
+                          rb"WARNING: All log messages before absl::InitializeLog\(\) is called)")
+# (logger, text) of banners printed on every run that the user cannot act on: tfsent pins transformers 4.57.6
+# deliberately (v5 has no TensorFlow classes), so its deprecation notice is noise here.
+BANNERS = (("transformers.modeling_tf_utils", "TensorFlow and JAX classes are deprecated"),)
+
+
+class NativeLogFilter:
+    """Filter native absl/glog INFO and WARNING lines out of file descriptor 2 (see the module docstring)."""
+
+    def __init__(self, pattern: re.Pattern = NATIVE_NOISE):
+        self._pattern = pattern
+        self._saved: int | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Put the pipe on fd 2; :meth:`stop` (also run at exit) restores it and drains what is left."""
+        sys.stderr.flush()
+        read_fd, write_fd = os.pipe()
+        self._saved = os.dup(2)
+        os.dup2(write_fd, 2)
+        os.close(write_fd)
+        self._thread = threading.Thread(target=self._copy, args=(read_fd, self._saved), daemon=True,
+                                        name="tfsent-native-log-filter")
+        self._thread.start()
+        atexit.register(self.stop)
+
+    def _copy(self, read_fd: int, out_fd: int) -> None:
+        # Must never stop reading while fd 2 is the pipe: a full pipe would block every writer of stderr.
+        with os.fdopen(read_fd, "rb", buffering=0) as pipe:
+            for line in iter(pipe.readline, b""):
+                try:
+                    if not self._pattern.match(line):
+                        os.write(out_fd, line)
+                except OSError:
+                    pass
+
+    def stop(self) -> None:
+        """Restore the original stderr and wait for the copy thread to pass on what it still holds."""
+        if self._saved is None:
+            return
+        try:
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        saved, self._saved = self._saved, None
+        os.dup2(saved, 2)  # closes the pipe's last write end, so the copy thread reads EOF
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        os.close(saved)
+
+
+_ACTIVE: NativeLogFilter | None = None
+
+
+def quiet_start(verbose: bool = False) -> None:
+    """Hide native INFO/WARNING lines, absl's Python INFO chatter and known banners, unless ``verbose``.
+
+    Args:
+        verbose: show everything (TensorFlow C++ logs included where TensorFlow has not logged yet).
+    """
+    global _ACTIVE
+    if verbose:
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"
+        return
+    logging.getLogger("absl").setLevel(logging.WARNING)
+    for name, text in BANNERS:
+        logging.getLogger(name).addFilter(lambda record, text=text: text not in record.getMessage())
+    user_chose_level = os.environ.get("TFSENT_DEFAULT_LOG_LEVEL") != "1"
+    if _ACTIVE is None and not user_chose_level:
+        _ACTIVE = NativeLogFilter()
+        _ACTIVE.start()
