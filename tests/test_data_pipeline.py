@@ -6,7 +6,8 @@ import tensorflow as tf
 
 from tfsent.data.errors import DataError
 from tfsent.data.manifest import Manifest, load_manifest
-from tfsent.data.reader import dataset_fn, make_distributed_dataset, to_keras, verify_shards
+from helpers.records import verify_shards
+from tfsent.data.reader import dataset_fn, make_distributed_dataset, to_keras
 from tfsent.data.writer import atomic_dir, write_split
 from tfsent.runtime.strategy import make_strategy
 

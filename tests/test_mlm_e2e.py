@@ -7,7 +7,8 @@ import tf_keras
 
 from tfsent.data.blocks import prepare_mlm_corpus
 from tfsent.data.masking import IGNORE_INDEX, MaskingSpec, masking_map_fn
-from tfsent.data.reader import load_manifest, make_distributed_dataset
+from tfsent.data.manifest import load_manifest
+from tfsent.data.reader import make_distributed_dataset
 from tfsent.mlm_eval import evaluate_mlm, predict_mlm
 from tfsent.models.masked_lm import MaskedLMSpec, build_masked_lm, load_masked_lm
 from tfsent.runtime.strategy import make_strategy

@@ -34,8 +34,8 @@ def _child(run_dir: pathlib.Path, stall_at: int | None) -> None:
     import tensorflow as tf
     import tf_keras
 
-    from tfsent.callbacks import CallbackSpec, build_callbacks, resume_point
-    from tfsent.metrics import classification_metrics
+    from tfsent.training.callbacks import CallbackSpec, build_callbacks, resume_point
+    from tfsent.training.metrics import classification_metrics
 
     spec = CallbackSpec(backup_save_freq=BACKUP_EVERY, tensorboard=False)
     start = resume_point(spec, run_dir, STEPS_PER_EPOCH)
@@ -103,10 +103,10 @@ import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
 
-from tfsent.callbacks import (CallbackSpec, ConfusionMatrixCallback, EpochCheckpoint, ExportCallback,  # noqa: E402
+from tfsent.training.callbacks import (CallbackSpec, ConfusionMatrixCallback, EpochCheckpoint, ExportCallback,  # noqa: E402
                               StepBackupAndRestore, build_callbacks, restore_checkpoint, resume_point)
 from tfsent.config import ConfigError  # noqa: E402
-from tfsent.metrics import classification_metrics  # noqa: E402
+from tfsent.training.metrics import classification_metrics  # noqa: E402
 
 
 def _spawn(run_dir: pathlib.Path, stall_at: int | None = None) -> subprocess.Popen:

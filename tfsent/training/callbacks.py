@@ -34,8 +34,8 @@ import tf_keras
 
 from tfsent.runtime import atomic
 from tfsent.config import ConfigError
-from tfsent.metrics import ConfusionMatrix, find_confusion_metric
-from tfsent.reports import confusion_report
+from tfsent.training.metrics import ConfusionMatrix, find_confusion_metric
+from tfsent.training.reports import confusion_report
 from tfsent.runtime.workers import BACKUP_DIR
 
 log = logging.getLogger(__name__)
@@ -294,7 +294,7 @@ class ConfusionMatrixCallback(tf_keras.callbacks.Callback):
             return
         metric = self.metric or find_confusion_metric(self.model)
         if metric is None:
-            raise ValueError("no confusion-matrix metric is compiled: pass tfsent.metrics.classification_metrics("
+            raise ValueError("no confusion-matrix metric is compiled: pass tfsent.training.metrics.classification_metrics("
                              "label_names) to compile(weighted_metrics=...)")
         self.last = (epoch, metric.counts())
         if self.every_epoch:
