@@ -22,7 +22,7 @@ from tfsent.data.manifest import load_manifest
 from tfsent.models import load_tokenizer
 from helpers.tiny import tiny_checkpoint
 from tfsent.models.loading import CheckpointError
-from tfsent.models.positions import PositionError, check_max_positions
+from tfsent.models.loading import PositionError, check_max_positions
 from tfsent.outputs import OutputError
 from tfsent.predict import predict
 from tfsent.config import ClassificationDataSpec

@@ -2,8 +2,8 @@
 
 from tfsent.models.classifier import ClassifierSpec, SequenceClassifier, build_classifier, load_classifier
 from tfsent.models.labels import LabelError, LabelMap, map_labels
-from tfsent.models.loading import CheckpointError, load_tokenizer, load_weights, resolve_source
-from tfsent.models.positions import PositionError, check_max_positions
+from tfsent.models.loading import (CheckpointError, PositionError, check_max_positions, load_tokenizer, load_weights,
+                                   resolve_source)
 
 __all__ = [
     "CheckpointError", "ClassifierSpec", "LabelError", "LabelMap", "PositionError", "SequenceClassifier",
