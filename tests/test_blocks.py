@@ -8,11 +8,11 @@ import tensorflow as tf
 
 from tfsent.data.blocks import pack_blocks, prepare_mlm_corpus, read_documents, write_mlm_dataset
 from tfsent.data.errors import DataError
-from tfsent.data.features import tokenizer_fingerprint
+from tfsent.data.tokenize import tokenizer_fingerprint
 from tfsent.data.masking import IGNORE_INDEX, MaskingSpec, masking_map_fn
 from tfsent.data.manifest import load_manifest
 from tfsent.data.reader import dataset_fn
-from tfsent.tokenizer_training import load_tokenizer, train_bpe_tokenizer
+from tfsent.data.tokenize import load_tokenizer, train_bpe_tokenizer
 
 IDS = dict(bos_id=0, eos_id=2, pad_id=1)
 

@@ -12,7 +12,7 @@ from tfsent.data.reader import make_distributed_dataset
 from tfsent.mlm_eval import evaluate_mlm, predict_mlm
 from tfsent.models.masked_lm import MaskedLMSpec, build_masked_lm, load_masked_lm
 from tfsent.runtime.strategy import make_strategy
-from tfsent.tokenizer_training import load_tokenizer
+from tfsent.data.tokenize import load_tokenizer
 
 LENGTH, BATCH = 32, 32
 

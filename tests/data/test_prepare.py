@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tfsent.data.errors import DataError
-from tfsent.data.features import tokenizer_fingerprint
+from tfsent.data.tokenize import tokenizer_fingerprint
 from tfsent.data.manifest import load_manifest
 from helpers.records import verify_shards
 from tfsent.data.reader import dataset_fn

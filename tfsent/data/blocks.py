@@ -21,9 +21,9 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from tfsent.data.errors import DataError
-from tfsent.data.features import tokenizer_info
 from tfsent.data.manifest import Manifest
 from tfsent.data.sources import read_records
+from tfsent.data.tokenize import load_tokenizer, tokenizer_info, train_bpe_tokenizer
 from tfsent.data.writer import atomic_dir, write_split
 
 TOKENIZER_DIR = "tokenizer"
@@ -158,7 +158,7 @@ def write_mlm_dataset(splits: Mapping[str, Sequence[str]], tokenizer_dir: str | 
 
     Args:
         splits: ``{split: documents}``; documents are plain strings.
-        tokenizer_dir: a ``RobertaTokenizerFast`` folder (``tfsent.tokenizer_training.train_bpe_tokenizer``).
+        tokenizer_dir: a ``RobertaTokenizerFast`` folder (``tfsent.data.tokenize.train_bpe_tokenizer``).
         out_dir: the dataset directory to create.
         max_seq_length: block length, special tokens included.
         num_shards: shards per split (at least the number of hosts that will read it).
@@ -173,8 +173,6 @@ def write_mlm_dataset(splits: Mapping[str, Sequence[str]], tokenizer_dir: str | 
     Raises:
         DataError: an empty split, a split with no block, a tokenizer without ``<s>``/``</s>``/``<pad>``.
     """
-    from tfsent.tokenizer_training import load_tokenizer
-
     tokenizer = load_tokenizer(tokenizer_dir)
     ids = {name: getattr(tokenizer, f"{name}_token_id") for name in ("bos", "eos", "pad")}
     if None in ids.values():
@@ -228,7 +226,6 @@ def prepare_mlm_corpus(path: str | pathlib.Path, fmt: str, out_dir: str | pathli
     """
     import tempfile
 
-    from tfsent.tokenizer_training import train_bpe_tokenizer
 
     if fmt == "split_dirs":
         splits = read_split_dirs(path)

@@ -14,10 +14,11 @@ import numpy as np
 
 from tfsent.config import ClassificationDataSpec
 from tfsent.data.errors import DataError
-from tfsent.data.features import encode_texts, tokenizer_info
+from tfsent.data.features import encode_texts
 from tfsent.data.manifest import Manifest, sha256_file
 from tfsent.data.sources import PHRASEBANK_LABELS, read_records
 from tfsent.data.splits import check_fractions, split_indices
+from tfsent.data.tokenize import tokenizer_info
 from tfsent.data.writer import atomic_dir, write_split
 
 log = logging.getLogger(__name__)

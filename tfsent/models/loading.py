@@ -1,4 +1,4 @@
-"""Hugging Face checkpoints: where weights and configs come from, how they get into a TF model without torch, and
+"""Hugging Face checkpoints: where weights, configs (and tokenizers, ``tfsent.data.tokenize``) come from, how they get into a TF model without torch, and
 how many positions a config embeds.
 
 A *source* is one string, resolved by :func:`resolve_source` to a local directory:
@@ -32,7 +32,7 @@ from typing import Any
 
 import safetensors.numpy
 from safetensors import SafetensorError, safe_open
-from transformers import AutoConfig, AutoTokenizer, PretrainedConfig, PreTrainedTokenizerFast
+from transformers import AutoConfig, PretrainedConfig
 from transformers.modeling_tf_pytorch_utils import load_pytorch_state_dict_in_tf2_model
 from transformers.modeling_tf_utils import load_tf_weights
 
@@ -236,29 +236,6 @@ def _safetensors_format(path: pathlib.Path) -> str:
         raise CheckpointError(f"{path}: not a readable safetensors file ({e})") from e
     # Files without metadata come from plain `safetensors.torch.save_file`: PyTorch layout.
     return metadata.get("format", "pt")
-
-
-def load_tokenizer(source: str | pathlib.Path) -> PreTrainedTokenizerFast:
-    """Load the fast (Rust) tokenizer of a source from local files.
-
-    Args:
-        source: anything :func:`resolve_source` accepts, or a directory path.
-
-    Returns:
-        A ``PreTrainedTokenizerFast``.
-
-    Raises:
-        CheckpointError: the tokenizer files are missing or unreadable, or only a slow tokenizer is available.
-    """
-    directory = resolve_source(str(source))
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(str(directory), use_fast=True, local_files_only=True)
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise CheckpointError(f"{directory}: cannot load a tokenizer ({type(e).__name__}: {e})") from e
-    if not tokenizer.is_fast:
-        raise CheckpointError(f"{directory}: only a slow (Python) tokenizer could be built; tfsent needs a fast "
-                              "one (add tokenizer.json)")
-    return tokenizer
 
 
 # model_type values whose position ids start after the padding index (create_position_ids_from_input_ids).

@@ -43,7 +43,7 @@ class MaskedLMSpec:
             RoBERTa numbers positions from ``pad_token_id + 1``.
         hidden_dropout_prob, attention_probs_dropout_prob: dropout rates.
         pad_token_id, bos_token_id, eos_token_id, unk_token_id, mask_token_id: special ids, as
-            ``tfsent.tokenizer_training`` assigns them (1, 0, 2, 3, 4).
+            ``tfsent.data.tokenize.train_bpe_tokenizer`` assigns them (1, 0, 2, 3, 4).
         max_predictions: masked positions reported per example by ``predict_step``.
         top_k: candidates reported per masked position.
     """

@@ -11,13 +11,13 @@ import tensorflow as tf
 import tf_keras
 
 from tfsent.config import ClassificationDataSpec, ClassifierModelSpec
-from tfsent.data.features import tokenizer_fingerprint
+from tfsent.data.tokenize import load_tokenizer, tokenizer_fingerprint
 from tfsent.data.manifest import Manifest, load_manifest
 from tfsent.data.prepare import prepare_classification
 from tfsent.data.reader import to_keras
 from tfsent.models.classifier import ClassifierSpec, SequenceClassifier, build_classifier
 from tfsent.models.labels import LabelMap, head_labels
-from tfsent.models.loading import check_max_positions, load_tokenizer, read_config, resolve_source
+from tfsent.models.loading import check_max_positions, read_config, resolve_source
 from tfsent.runtime.precision import wrap_optimizer
 from tfsent.training.callbacks import build_callbacks
 from tfsent.training.metrics import classification_metrics, find_confusion_metric

@@ -10,12 +10,11 @@ import tf_keras
 
 from tfsent.config import ConfigError, CorpusSpec, MaskedLMModelSpec, spec_from_config
 from tfsent.data.blocks import TOKENIZER_DIR, prepare_mlm_corpus
-from tfsent.data.features import tokenizer_fingerprint
 from tfsent.data.manifest import Manifest, load_manifest
 from tfsent.data.masking import MaskingSpec, masking_map_fn
+from tfsent.data.tokenize import load_tokenizer, tokenizer_fingerprint
 from tfsent.models.masked_lm import MaskedLM, MaskedLMSpec, build_masked_lm
 from tfsent.runtime.precision import wrap_optimizer
-from tfsent.tokenizer_training import load_tokenizer
 from tfsent.training.callbacks import CallbackSpec, build_callbacks
 from tfsent.training.optim import build_optimizer as build_recipe_optimizer
 from tfsent.training.task import Task, TrainSpec
