@@ -5,7 +5,8 @@ import pytest
 
 from tfsent.data.blocks import pack_blocks
 from tfsent.data.manifest import Manifest
-from tfsent.data.writer import atomic_dir, write_split
+from tfsent.data.writer import write_split
+from tfsent.runtime import atomic
 from tfsent.mlm_eval import evaluate_mlm, predict_mlm, top1_accuracy
 from tfsent.models.masked_lm import MaskedLMSpec, build_masked_lm
 from tfsent.runtime.strategy import make_strategy
@@ -20,7 +21,7 @@ def block_dir(tmp_path_factory):
     ids, mask, _ = pack_blocks(docs, LENGTH, bos_id=0, eos_id=2, pad_id=1)
     ids, mask = ids[:ROWS - 5], mask[:ROWS - 5]  # not a multiple of the batch: the reader pads with fillers
     out = tmp_path_factory.mktemp("mlm_eval") / "data"
-    with atomic_dir(out) as tmp:
+    with atomic.directory(out) as tmp:
         info = write_split(tmp, "test", ({"input_ids": ids[i], "attention_mask": mask[i], "example_id": i}
                                          for i in range(len(ids))), num_shards=2)
         Manifest(task="mlm", max_seq_length=LENGTH, tokenizer={"name": "synthetic", "vocab_size": VOCAB},

@@ -15,11 +15,13 @@ import numpy as np
 from tfsent.config import ClassificationDataSpec
 from tfsent.data.errors import DataError
 from tfsent.data.features import encode_texts
-from tfsent.data.manifest import Manifest, sha256_file
+from tfsent.data.manifest import Manifest
 from tfsent.data.sources import PHRASEBANK_LABELS, read_records
 from tfsent.data.splits import check_fractions, split_indices
 from tfsent.data.tokenize import tokenizer_info
-from tfsent.data.writer import atomic_dir, write_split
+from tfsent.data.writer import check_new_dir, write_split
+from tfsent.runtime import atomic
+from tfsent.runtime.atomic import sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +48,7 @@ def prepare_classification(spec: ClassificationDataSpec, tokenizer: Any, out_dir
     if not str(out_dir) or str(out_dir) == ".":
         raise DataError("data.prepared_dir: no output directory given")
     fractions = check_fractions(spec.split_fractions)
-    if out_dir.exists() and not overwrite:
-        raise DataError(f"{out_dir}: already exists; remove it or pass overwrite=True")
+    check_new_dir(out_dir, overwrite=overwrite)
 
     records = read_records(spec.path, spec.format, text_column=spec.text_column, label_column=spec.label_column,
                            id_column=spec.id_column, encoding=spec.encoding, label_names=spec.label_names)
@@ -67,7 +68,7 @@ def prepare_classification(spec: ClassificationDataSpec, tokenizer: Any, out_dir
             row["example_id"] = i  # position in the source file order
             yield row
 
-    with atomic_dir(out_dir, overwrite=overwrite) as tmp:
+    with atomic.directory(out_dir, overwrite=overwrite) as tmp:
         infos = {}
         for split, indices in splits.items():
             info = write_split(tmp, split, examples(indices), spec.shards_for(split), label_names=label_names)

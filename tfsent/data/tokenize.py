@@ -115,7 +115,8 @@ def load_tokenizer(source: str | os.PathLike):
 
     directory = resolve_source(str(source))
     if not any((directory / name).is_file() for name in TOKENIZER_DEFINITIONS):
-        raise CheckpointError(f"{directory}: no tokenizer here (expected one of {', '.join(TOKENIZER_DEFINITIONS)})")
+        raise CheckpointError(f"{directory}: cannot load a tokenizer: none of {', '.join(TOKENIZER_DEFINITIONS)} "
+                              "is here")
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(directory), use_fast=True, local_files_only=True)
     except (OSError, ValueError, KeyError, TypeError) as e:
