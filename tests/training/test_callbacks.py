@@ -94,7 +94,7 @@ def _child(run_dir: pathlib.Path, stall_at: int | None) -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
     _child(pathlib.Path(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else None)
     sys.exit(0)
 

@@ -22,7 +22,7 @@ from typing import Any
 import tensorflow as tf
 import tf_keras
 
-from tfsent.data.masking import IGNORE_INDEX
+from tfsent.data.masking import IGNORE_INDEX, MaskingSpec
 from tfsent.models.base import PretrainedModel
 from tfsent.models.loading import CheckpointError, check_max_positions, load_weights
 
@@ -83,6 +83,11 @@ class MaskedLMSpec:
     def special_ids(self) -> tuple[int, ...]:
         """Ids never masked nor drawn as random replacements."""
         return (self.bos_token_id, self.pad_token_id, self.eos_token_id, self.unk_token_id, self.mask_token_id)
+
+    def masking(self, **rates) -> MaskingSpec:
+        """The masking this model's vocabulary allows (its ``<mask>`` and special ids), at ``rates``."""
+        return MaskingSpec(vocab_size=self.vocab_size, mask_token_id=self.mask_token_id,
+                           special_ids=self.special_ids(), **rates)
 
     def hf_config(self):
         from transformers import RobertaConfig
