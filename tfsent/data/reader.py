@@ -7,7 +7,8 @@ record. The pipeline is a chain of small ``Dataset -> Dataset`` steps:
           -> batch(per_replica, drop_remainder=True) [or length buckets] -> map_fn -> prefetch
 
 Cache comes before shuffle so every epoch reshuffles, and before ``map_fn`` so random batch-level maps (MLM
-masking) differ each epoch. Training does not repeat: Keras epochs re-iterate the dataset.
+masking) differ each epoch. Training repeats (``repeat=True``): Keras keeps one iterator of a distributed dataset
+across epochs, so the stream must not end; a resumed run skips the steps it already trained on.
 
 Evaluation never loses a sample: each pipeline's stream is padded with filler rows (``example_id = -1``) to
 exactly ``steps * replicas_per_pipeline * per_replica_batch`` rows, so ``drop_remainder=True`` (static shapes for
