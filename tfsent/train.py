@@ -18,7 +18,7 @@ from tfsent.config import ConfigError, TrainerSpec, conf_dir, spec_from_config, 
 
 # Top-level keys of conf/train.yaml besides the groups; `paths` only feeds interpolations.
 _TOP_LEVEL = {"task", "seed", "run_name", "paths", "strategy", "data", "model", "optimizer", "schedule", "trainer",
-              "callbacks"}
+              "callbacks", "overwrite"}
 
 
 def train_spec(cfg: DictConfig):
@@ -51,7 +51,8 @@ def train_spec(cfg: DictConfig):
             model=spec_from_config(task.model_spec, cfg.model, "model"),
             optimizer=spec_from_config(OptimizerSpec, optimizer, "optimizer"),
             trainer=spec_from_config(TrainerSpec, cfg.trainer, "trainer"),
-            callbacks=spec_from_config(CallbackSpec, cfg.callbacks, "callbacks"))
+            callbacks=spec_from_config(CallbackSpec, cfg.callbacks, "callbacks"),
+            overwrite=bool(cfg.get("overwrite", False)))
     except ValueError as e:
         if isinstance(e, ConfigError):
             raise

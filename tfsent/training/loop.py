@@ -20,16 +20,19 @@ from typing import Any
 import tensorflow as tf
 import tf_keras
 
+from tfsent.config import ConfigError
 from tfsent.runtime import atomic
 from tfsent.runtime.precision import set_policy
 from tfsent.runtime.strategy import check_global_batch, make_strategy
-from tfsent.runtime.workers import BACKUP_DIR, write_dir
+from tfsent.runtime.workers import BACKUP_DIR, worker_info, write_dir
 from tfsent.training.callbacks import resume_point
 from tfsent.training.task import Task, TrainSpec, task_class
 
 log = logging.getLogger(__name__)
 
 METRICS_FILE = "metrics.json"
+# Written by Hydra into the run directory before train() starts: the new run's own config and log, kept on overwrite.
+_HYDRA_ENTRIES = (".hydra", "train.log")
 
 
 @dataclasses.dataclass
@@ -81,7 +84,9 @@ def build(spec: TrainSpec, run_dir: str | os.PathLike) -> Setup:
         ConfigError, ValueError, DataError: bad configuration or data, before any compute starts.
     """
     final_run_dir = pathlib.Path(run_dir)
-    final_run_dir.mkdir(parents=True, exist_ok=True)
+    # Every worker refuses a finished run alike; only the chief clears the shared directory.
+    _claim_run_dir(final_run_dir, overwrite=spec.overwrite,
+                   may_clear=spec.strategy != "multi_worker" or worker_info().is_chief)
     trainer = spec.trainer
     task = task_class(spec.task)(spec)
 
@@ -118,6 +123,31 @@ def build(spec: TrainSpec, run_dir: str | os.PathLike) -> Setup:
     return Setup(spec=spec, task=task, strategy=strategy, run_dir=run_dir, final_run_dir=final_run_dir,
                  model=model, train_data=train_data, val_data=val_data, val_steps=val_steps,
                  steps_per_epoch=steps_per_epoch, total_updates=total_updates, policy=policy, callbacks=callbacks)
+
+
+def _claim_run_dir(run_dir: pathlib.Path, *, overwrite: bool, may_clear: bool = True) -> None:
+    """Create the run directory; refuse one that holds a finished run unless ``overwrite`` (then clear it).
+
+    A finished run (``metrics.json`` written) left its checkpoints, reports and per-epoch CSV behind; training into
+    it again would mix two runs. A killed run has no ``metrics.json`` and resumes instead.
+
+    Raises:
+        ConfigError: ``run_dir`` holds a finished run and ``overwrite`` is false.
+    """
+    if (run_dir / METRICS_FILE).is_file():
+        if not overwrite:
+            raise ConfigError(f"{run_dir}: holds a finished run ({METRICS_FILE}); pass overwrite=true to clear it "
+                              "and train again, or choose another run directory")
+        entries = run_dir.iterdir() if may_clear else ()
+        log.info("overwrite=true: clearing the finished run in %s", run_dir)
+        for entry in entries:
+            if entry.name in _HYDRA_ENTRIES:
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+    run_dir.mkdir(parents=True, exist_ok=True)
 
 
 def fit(setup: Setup) -> dict[str, Any]:

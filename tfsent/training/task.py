@@ -42,6 +42,7 @@ class TrainSpec:
         optimizer: the ``optimizer`` and ``schedule`` groups (``total_steps`` is set when the run knows it).
         trainer: how ``fit()`` runs.
         callbacks: checkpoints, backup, logs, reports.
+        overwrite: clear a run directory that holds a finished run and train again (otherwise it is refused).
     """
 
     task: str
@@ -53,6 +54,7 @@ class TrainSpec:
     optimizer: OptimizerSpec
     trainer: TrainerSpec
     callbacks: CallbackSpec
+    overwrite: bool = False
 
 
 def task_class(name: str) -> type[Task]:
