@@ -125,6 +125,8 @@ class ClassificationDataSpec:
         text_column, label_column, id_column, encoding: see ``tfsent.data.sources.read_records``.
         label_names: label names in id order; None = negative/neutral/positive for PhraseBank, else the sorted
             labels found in the source.
+        min_label_count: when labels are inferred (``label_names`` null), a label seen fewer times is refused as
+            a likely typo; explicit ``label_names`` are strict anyway.
         max_seq_length: tokens per example, special tokens included.
         split_fractions: split name -> fraction (sum 1), e.g. train 0.8, validation 0.1, test 0.1.
         split_seed: seed of the split.
@@ -142,6 +144,7 @@ class ClassificationDataSpec:
     id_column: str | None = None
     encoding: str | None = None
     label_names: list[str] | None = None
+    min_label_count: int = 2
     max_seq_length: int = 128
     split_fractions: dict[str, float] = dataclasses.field(
         default_factory=lambda: {"train": 0.8, "validation": 0.1, "test": 0.1})

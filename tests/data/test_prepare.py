@@ -130,3 +130,22 @@ def test_command_line_entry_point(tmp_path):
                             cwd=REPO, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     assert (tmp_path / "phrasebank_allagree-minilm_l6-len16" / "manifest.json").is_file()
+
+
+def test_inferred_labels_are_counted_and_a_rare_one_is_refused(tokenizer, tmp_path, caplog):
+    rows = [(f"revenue moved {i} percent", ["negative", "positive"][i % 2]) for i in range(12)]
+    rows[7] = ("profit rose sharply", "postive")  # a typo: one row would become a class of its own
+    src = tmp_path / "typo.csv"
+    src.write_text("text,label\n" + "".join(f"{t},{l}\n" for t, l in rows))
+    spec = ClassificationDataSpec(name="typo", format="csv", path=str(src), max_seq_length=16,
+                                  split_fractions={"train": 0.5, "test": 0.5})
+    with caplog.at_level("WARNING"), pytest.raises(
+            DataError, match=r"typo.csv: label\(s\) seen fewer than data.min_label_count=2 times: 'postive' on "
+                             r"line\(s\) 9; fix the label or list every label in data.label_names"):
+        prepare_classification(spec, tokenizer, tmp_path / "out")
+    assert "inferred 3 labels from" in caplog.text and "negative 6, positive 5, postive 1" in caplog.text
+    assert not (tmp_path / "out").exists()
+    # Allowed explicitly, the same file prepares with three classes.
+    spec.min_label_count = 1
+    manifest = prepare_classification(spec, tokenizer, tmp_path / "out")
+    assert manifest.label_names == ["negative", "positive", "postive"]

@@ -6,6 +6,7 @@ corpus counterpart is ``tfsent.data.blocks.prepare_mlm_corpus``.
 
 from __future__ import annotations
 
+import collections
 import logging
 import pathlib
 from typing import Any
@@ -55,7 +56,7 @@ def prepare_classification(spec: ClassificationDataSpec, tokenizer: Any, out_dir
     labeled = records[0].label is not None
     label_names = list(spec.label_names) if spec.label_names is not None else (
         list(PHRASEBANK_LABELS) if spec.format == "phrasebank" else
-        sorted({r.label for r in records}) if labeled else None)
+        _inferred_labels(spec, records) if labeled else None)
     label_ids = np.array([label_names.index(r.label) if labeled else -1 for r in records], dtype=np.int64)
     features, truncated = encode_texts(tokenizer, [r.text for r in records], spec.max_seq_length)
     splits = split_indices([r.label for r in records], fractions, spec.split_seed, stratified=spec.stratified,
@@ -87,3 +88,24 @@ def prepare_classification(spec: ClassificationDataSpec, tokenizer: Any, out_dir
         manifest.save(tmp)
     manifest.directory = out_dir
     return manifest
+
+
+def _inferred_labels(spec: ClassificationDataSpec, records) -> list[str]:
+    """The sorted labels found in the source, after warning with their counts and refusing rare ones.
+
+    A mistyped label (``postive``) would otherwise become a class of its own.
+
+    Raises:
+        DataError: a label seen fewer than ``spec.min_label_count`` times, naming its lines.
+    """
+    counts = collections.Counter(r.label for r in records)
+    log.warning("data.label_names is null: inferred %d labels from %s: %s", len(counts), spec.path,
+                ", ".join(f"{label} {count}" for label, count in sorted(counts.items())))
+    rare = sorted(label for label, count in counts.items() if count < spec.min_label_count)
+    if rare:
+        where = "; ".join(f"{label!r} on line(s) {', '.join(str(r.line) for r in records if r.label == label)}"
+                          for label in rare)
+        raise DataError(f"{spec.path}: label(s) seen fewer than data.min_label_count={spec.min_label_count} times: "
+                        f"{where}; fix the label or list every label in data.label_names")
+    return sorted(counts)
+
