@@ -1,11 +1,10 @@
 """Training speed: ``fit()`` as ``tfsent.train`` builds it vs a hand-written ``tf.function`` step, and the
 RoBERTa-small masked-LM step rate.
 
-The fit() side follows ``tfsent.train.train`` step by step through the classification task module (strategy,
-checks, prepared TFRecords, ``task.dataset``, ``task.build_model``, ``task.build_optimizer``, ``compile`` with the
-trainer's ``steps_per_execution`` and ``jit_compile``), from the composed ``+experiment=finbert_tone`` config.
-Checkpoint/TensorBoard callbacks and validation are left out: they run once per epoch, and an epoch here is a
-handful of steps. The hand-written step runs on the same model, with the same optimizer, over the same batches of
+The fit() side is what ``tfsent.train`` trains: ``tfsent.training.loop.build`` on the composed
+``+experiment=finbert_tone`` config (strategy, checks, prepared TFRecords, the task's inputs, model, optimizer and
+``compile`` with the trainer's ``steps_per_execution`` and ``jit_compile``). Checkpoint/TensorBoard callbacks and
+validation are left out of the timed ``fit()``: they run once per epoch, and an epoch here is a handful of steps. The hand-written step runs on the same model, with the same optimizer, over the same batches of
 the same dataset (read ahead into memory, so it pays no input pipeline), XLA-compiled like fit()'s.
 """
 
@@ -63,29 +62,21 @@ def fit_vs_hand_step(prepared_dir: str | pathlib.Path, *, max_seq_length: int = 
     Returns:
         ``(fit, hand)`` measurements, with the training FLOPs (3 x forward) of the timed batches' shapes.
     """
-    from tfsent import tasks
-    from tfsent.config import TrainerSpec, spec_from_config, strategy_name
-    from tfsent.runtime.precision import set_policy
-    from tfsent.runtime.strategy import make_strategy
+    import tempfile
+
+    from tfsent.train import train_spec
+    from tfsent.training.loop import build
 
     cfg = compose_train_config(prepared_dir, max_seq_length, steps, extra_overrides)
-    trainer = spec_from_config(TrainerSpec, cfg.trainer, "trainer")
+    spec = train_spec(cfg)
+    trainer = spec.trainer
     if steps % trainer.steps_per_execution:
         raise ValueError(f"steps={steps} must be a multiple of trainer.steps_per_execution="
                          f"{trainer.steps_per_execution} (fit() runs them in groups)")
-    task = tasks.get(cfg.task)
-    strategy = make_strategy(strategy_name(cfg.strategy))
-    tf_keras.utils.set_random_seed(int(cfg.seed))
-    task.check_config(cfg)
-    data_dir = task.prepared_data(cfg)
-    manifest = task.load_and_check_manifest(cfg, data_dir)
-    policy = set_policy(trainer.precision, strategy)
-    train_ds, _ = task.dataset(strategy, data_dir, "train", trainer, cfg, training=True)
-    with strategy.scope():
-        model = task.build_model(cfg, manifest)
-        optimizer = task.build_optimizer(cfg, model, 10 * steps, policy)
-        model.compile(optimizer=optimizer, steps_per_execution=trainer.steps_per_execution,
-                      jit_compile=trainer.jit_compile, **task.compile_kwargs(manifest))
+    with tempfile.TemporaryDirectory(prefix="bench-run-") as run_dir:
+        setup = build(spec, run_dir)
+    strategy, task, model = setup.strategy, setup.task, setup.model
+    optimizer, train_ds = model.optimizer, setup.train_data
 
     timer = _EpochTimer()
     # Epochs 1-2 trace and compile; epoch 3 is timed. The capped dataset repeats: one iterator runs through.
@@ -106,8 +97,8 @@ def fit_vs_hand_step(prepared_dir: str | pathlib.Path, *, max_seq_length: int = 
     def hand_step(x, y, w):
         return strategy.run(replica_step, args=(x, y, w))
 
-    tf_keras.utils.set_random_seed(int(cfg.seed))
-    same_ds, _ = task.dataset(strategy, data_dir, "train", trainer, cfg, training=True)
+    tf_keras.utils.set_random_seed(spec.seed)
+    same_ds, _ = task.build_inputs(strategy, "train", training=True)
     it = iter(same_ds)
     for _ in range(2 * steps):
         hand_step(*next(it)).numpy()
@@ -136,9 +127,9 @@ def mlm_step_rate(*, steps: int = 16, batch: int = 64, max_seq_length: int = 64,
                   vocab_size: int = 10000) -> Measurement:
     """Sequences/s of the RoBERTa-small masked LM (``conf/model/roberta_small.yaml`` shape) under fit(), with
     tfsent's dynamic masking on synthetic token blocks (the cost does not depend on the token values)."""
-    from tfsent.data.masking import MaskingSpec, masking_transform
+    from tfsent.data.masking import MaskingSpec, masking_map_fn
     from tfsent.models.masked_lm import MaskedLMSpec, build_masked_lm
-    from tfsent.optim import OptimizerSpec, build_optimizer
+    from tfsent.training.optim import OptimizerSpec, build_optimizer
     from tfsent.runtime.strategy import make_strategy
 
     spec = MaskedLMSpec(vocab_size=vocab_size, max_seq_length=max_seq_length)
@@ -147,10 +138,11 @@ def mlm_step_rate(*, steps: int = 16, batch: int = 64, max_seq_length: int = 64,
     n = batch * 8
     ids = rng.integers(5, vocab_size, size=(n, max_seq_length)).astype(np.int32)
     ids[:, 0], ids[:, -1] = spec.bos_token_id, spec.eos_token_id
-    features = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+    # masking_map_fn keys each batch's masks by its example ids, as in the training pipeline.
+    features = {"input_ids": ids, "attention_mask": np.ones_like(ids), "example_id": np.arange(n)}
     masking = MaskingSpec(vocab_size=vocab_size, mask_token_id=spec.mask_token_id, special_ids=spec.special_ids())
     ds = (tf.data.Dataset.from_tensor_slices(features).batch(batch, drop_remainder=True).cache()
-          .apply(masking_transform(masking, seed=0)).repeat().prefetch(tf.data.AUTOTUNE))
+          .map(masking_map_fn(masking, seed=0)).repeat().prefetch(tf.data.AUTOTUNE))
     with strategy.scope():
         model = build_masked_lm(spec)
         model.compile(optimizer=build_optimizer(OptimizerSpec(learning_rate=5e-4, dft_rate=1.0,

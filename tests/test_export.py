@@ -4,19 +4,15 @@ import json
 
 import numpy as np
 import tensorflow as tf
-import tf_keras
 
 from tfsent.export import EXPORT_META, export_saved_model
-from tfsent.models import ClassifierSpec, build_classifier, load_tokenizer
+from tfsent.models import load_tokenizer
+from helpers.tiny import tiny_classifier
 
-TINY = dict(arch="bert", vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-            intermediate_size=64, max_position_embeddings=64)
 
 
 def test_saved_model_signature_matches_model(tmp_path):
-    tf_keras.utils.set_random_seed(0)
-    model = build_classifier(ClassifierSpec(config=TINY, label_names=["negative", "neutral", "positive"],
-                                            max_seq_length=64))
+    model = tiny_classifier(max_seq_length=64)
     tokenizer = load_tokenizer("minilm_l6")
     path = export_saved_model(model, tmp_path / "export", tokenizer)
     enc = tokenizer(["profits rose", "costs fell sharply this quarter"], padding=True, return_tensors="np")

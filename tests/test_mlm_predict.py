@@ -11,7 +11,7 @@ from hydra import compose, initialize_config_dir
 
 from tfsent.config import conf_dir
 from tfsent.data.errors import DataError
-from tfsent.data.reader import load_manifest
+from tfsent.data.manifest import load_manifest
 from tfsent.mlm_predict import summary_path
 from tfsent.predict import predict, predict_from_config
 from tfsent.train import train

@@ -7,10 +7,10 @@ import pathlib
 import numpy as np
 import pandas as pd
 import pytest
-import tf_keras
 
 from tfsent import multi_worker as mw
-from tfsent.models import ClassifierSpec, build_classifier, load_tokenizer
+from tfsent.models import load_tokenizer
+from helpers.tiny import tiny_checkpoint
 from tfsent.outputs import OutputError
 from tfsent.predict import predict
 from tfsent.runtime.workers import WorkerInfo, worker_info, write_dir
@@ -18,8 +18,6 @@ from tfsent.runtime.workers import WorkerInfo, worker_info, write_dir
 from fault_helpers import free_ports, launch, processes, tails, tf_config, wait_all
 
 LABELS = ["negative", "neutral", "positive"]
-TINY = dict(arch="bert", vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-            intermediate_size=64, max_position_embeddings=64)
 
 
 def test_shard_bounds_cover_every_row_once():
@@ -49,9 +47,7 @@ def test_merge_shards_refuses_gaps_and_duplicates(tmp_path):
 
 @pytest.fixture(scope="module")
 def tiny_ckpt(tmp_path_factory):
-    tf_keras.utils.set_random_seed(0)
-    model = build_classifier(ClassifierSpec(config=TINY, label_names=LABELS, max_seq_length=64))
-    return model.save_pretrained(tmp_path_factory.mktemp("ckpt") / "model", tokenizer=load_tokenizer("minilm_l6"))
+    return tiny_checkpoint(tmp_path_factory.mktemp("ckpt") / "model", max_seq_length=64)
 
 
 def test_predict_sharded_over_two_workers_equals_one_run(tiny_ckpt, tmp_path):

@@ -2,20 +2,14 @@
 
 import pandas as pd
 import pytest
-import tf_keras
 
 import tfsent.predict as predict_mod
-from tfsent.models import ClassifierSpec, build_classifier, load_tokenizer
+from helpers.tiny import tiny_checkpoint
 
-TINY = dict(arch="bert", vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-            intermediate_size=64, max_position_embeddings=64)
 
 
 def test_interrupted_run_resumes_without_gaps(tmp_path, monkeypatch):
-    tf_keras.utils.set_random_seed(0)
-    model = build_classifier(ClassifierSpec(config=TINY, label_names=["negative", "neutral", "positive"],
-                                            max_seq_length=64))
-    ckpt = model.save_pretrained(tmp_path / "ckpt", tokenizer=load_tokenizer("minilm_l6"))
+    ckpt = tiny_checkpoint(tmp_path / "ckpt", max_seq_length=64)
     (tmp_path / "in.txt").write_text("".join(f"sentence number {i} about revenue\n" for i in range(23)))
     out = tmp_path / "out.jsonl"
     kwargs = dict(strategy="cpu", global_batch_size=8, buckets=(16,), part_size=5, progress=False)

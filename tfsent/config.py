@@ -1,16 +1,22 @@
-"""Config plumbing: where the Hydra configs live, and DictConfig -> typed spec conversion.
+"""Config plumbing and the typed specs of the config groups.
 
-Only entry modules (train, predict, prepare) read a ``DictConfig``; they turn each group into the dataclass the
-library function takes, so library code is callable and testable without Hydra.
+Only entry modules (train, predict, prepare, export) read a ``DictConfig``; they turn each group into the
+dataclass the library function takes (:func:`spec_from_config`), so library code is callable and testable without
+Hydra, and a typo in any group fails before compute, naming the key. The specs of groups whose fields belong to
+one library module live there (``OptimizerSpec`` in ``tfsent.training.optim``, ``CallbackSpec`` in
+``tfsent.training.callbacks``, ``MaskedLMSpec`` in ``tfsent.models.masked_lm``); this module holds the rest.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import pathlib
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from omegaconf import DictConfig, OmegaConf
+
+from tfsent.data.errors import DataError
 
 T = TypeVar("T")
 
@@ -101,3 +107,168 @@ def strategy_name(node: Any) -> str:
     if name == "tpu" and values.get("address"):
         return f"tpu:{values.pop('address')}"
     return str(name)
+
+
+def _nested(cls: type[T], value: Any, key: str) -> T:
+    """A sub-group given as a mapping (from YAML) or already as ``cls``."""
+    return value if isinstance(value, cls) else spec_from_config(cls, value, key)
+
+
+@dataclasses.dataclass
+class ClassificationDataSpec:
+    """``data`` group of a classification task: where the source is, how to split it and how to write it.
+
+    Attributes:
+        name: dataset name (used in paths and run names).
+        format: ``phrasebank``, ``csv``, ``jsonl``, ``parquet`` or ``text``.
+        path: the source file.
+        text_column, label_column, id_column, encoding: see ``tfsent.data.sources.read_records``.
+        label_names: label names in id order; None = negative/neutral/positive for PhraseBank, else the sorted
+            labels found in the source.
+        min_label_count: when labels are inferred (``label_names`` null), a label seen fewer times is refused as
+            a likely typo; explicit ``label_names`` are strict anyway.
+        max_seq_length: tokens per example, special tokens included.
+        split_fractions: split name -> fraction (sum 1), e.g. train 0.8, validation 0.1, test 0.1.
+        split_seed: seed of the split.
+        stratified: keep label proportions in every split.
+        group_duplicates: put exact duplicate texts in the same split (no train/test leak through duplicates).
+        num_shards: files per split (an int for all splits, or split -> int).
+        prepared_dir: output directory (created atomically).
+    """
+
+    name: str
+    format: str
+    path: str
+    text_column: str = "text"
+    label_column: str | None = "label"
+    id_column: str | None = None
+    encoding: str | None = None
+    label_names: list[str] | None = None
+    min_label_count: int = 2
+    max_seq_length: int = 128
+    split_fractions: dict[str, float] = dataclasses.field(
+        default_factory=lambda: {"train": 0.8, "validation": 0.1, "test": 0.1})
+    split_seed: int = 42
+    stratified: bool = True
+    group_duplicates: bool = True
+    num_shards: int | dict[str, int] = 1
+    prepared_dir: str | None = None
+
+    def shards_for(self, split: str) -> int:
+        """Number of shard files for ``split``.
+
+        Raises:
+            DataError: ``num_shards`` is a mapping without ``split``.
+        """
+        if isinstance(self.num_shards, Mapping):
+            if split not in self.num_shards:
+                raise DataError(f"data.num_shards has no entry for split {split!r}: {dict(self.num_shards)}")
+            return int(self.num_shards[split])
+        return int(self.num_shards)
+
+
+@dataclasses.dataclass
+class BpeSpec:
+    """``data.tokenizer`` of an MLM corpus: the byte-level BPE trained on its train split."""
+
+    vocab_size: int
+    min_frequency: int = 2
+
+
+@dataclasses.dataclass
+class MaskingRates:
+    """``data.masking`` of an MLM corpus (the rates of ``tfsent.data.masking.MaskingSpec``)."""
+
+    mlm_probability: float = 0.15
+    mask_fraction: float = 0.8
+    random_fraction: float = 0.1
+
+
+@dataclasses.dataclass
+class CorpusSpec:
+    """``data`` group of a masked-LM task: a corpus cut into fixed-length blocks.
+
+    Attributes:
+        name: corpus name (used in paths).
+        format: ``split_dirs``, ``text_dir``, ``text`` or ``phrasebank`` (``tfsent.data.blocks.CORPUS_FORMATS``).
+        path: the corpus file or folder.
+        prepared_dir: the block dataset's directory (created atomically).
+        max_seq_length: block length, ``<s>`` and ``</s>`` included.
+        split_fractions: document split of an unsplit corpus (every format but ``split_dirs``); None = 90/10.
+        split_seed: seed of that split.
+        tokenizer: the BPE to train.
+        last_block: ``pad`` or ``drop`` the last partial block of each split.
+        num_shards: files per split.
+        masking: masking rates of the input pipeline.
+    """
+
+    name: str
+    format: str
+    path: str
+    prepared_dir: str
+    tokenizer: BpeSpec
+    max_seq_length: int = 64
+    split_fractions: dict[str, float] | None = None
+    split_seed: int = 42
+    last_block: str = "pad"
+    num_shards: int = 1
+    masking: MaskingRates = dataclasses.field(default_factory=MaskingRates)
+
+    def __post_init__(self) -> None:
+        self.tokenizer = _nested(BpeSpec, self.tokenizer, "data.tokenizer")
+        self.masking = _nested(MaskingRates, self.masking or {}, "data.masking")
+
+
+@dataclasses.dataclass
+class ClassifierModelSpec:
+    """``model`` group of a classification task (``tfsent.models.ClassifierSpec`` plus where things come from).
+
+    Attributes:
+        name: model name (used in paths and run names).
+        source: weights to start from (packaged name, local directory, hub id); None = random init from
+            ``config``.
+        tokenizer: where the tokenizer comes from when it is not ``source`` (required when ``source`` is None).
+        config: random-init architecture (``arch`` plus transformers config fields).
+        hidden_dropout, attention_dropout, classifier_dropout: dropout overrides (None = the checkpoint's).
+    """
+
+    name: str
+    source: str | None = None
+    tokenizer: str | None = None
+    config: dict[str, Any] = dataclasses.field(default_factory=dict)
+    hidden_dropout: float | None = None
+    attention_dropout: float | None = None
+    classifier_dropout: float | None = None
+
+    @property
+    def tokenizer_source(self) -> str:
+        """``tokenizer`` if set, else ``source``.
+
+        Raises:
+            ConfigError: neither is set.
+        """
+        source = self.tokenizer or self.source
+        if not source:
+            raise ConfigError("model.tokenizer is required when model.source is null (random init)")
+        return str(source)
+
+
+@dataclasses.dataclass
+class MaskedLMModelSpec:
+    """``model`` group of a masked-LM task: a RoBERTa built from ``config`` (``MaskedLMSpec`` fields).
+
+    Attributes:
+        name: model name (used in run names).
+        source: must stay None: pretraining starts from random weights.
+        config: fields of ``tfsent.models.masked_lm.MaskedLMSpec``; ``max_seq_length`` comes from the data and
+            ``vocab_size`` from the trained tokenizer.
+    """
+
+    name: str
+    config: dict[str, Any]
+    source: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.source:
+            raise ConfigError(f"model.source={self.source!r}: masked-LM pretraining starts from a config "
+                              "(random init); set model.source=null")

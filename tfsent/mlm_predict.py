@@ -38,7 +38,7 @@ from tfsent.bucketing import DEFAULT_BUCKETS, bucket_lengths, default_jit_compil
 from tfsent.data.errors import DataError
 from tfsent.data.masking import IGNORE_INDEX, MaskingSpec, masking_map_fn
 from tfsent.models.masked_lm import SPEC_FILE, load_masked_lm
-from tfsent.tokenizer_training import load_tokenizer
+from tfsent.data.tokenize import load_tokenizer
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from tfsent.optim import OptimizerSpec, build_optimizer
+from tfsent.training.optim import OptimizerSpec, build_optimizer
 from tfsent.runtime.precision import resolve_policy, set_policy, wrap_optimizer
 from tfsent.runtime.strategy import make_strategy
 

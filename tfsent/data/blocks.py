@@ -14,17 +14,18 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
-import random
 import shutil
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from tfsent.data.errors import DataError
-from tfsent.data.features import tokenizer_info
 from tfsent.data.manifest import Manifest
 from tfsent.data.sources import read_records
-from tfsent.data.writer import atomic_dir, write_split
+from tfsent.data.splits import check_fractions, split_indices
+from tfsent.data.tokenize import load_tokenizer, tokenizer_info, train_bpe_tokenizer
+from tfsent.data.writer import check_new_dir, write_split
+from tfsent.runtime import atomic
 
 TOKENIZER_DIR = "tokenizer"
 LAST_BLOCK = ("pad", "drop")
@@ -86,25 +87,6 @@ def read_split_dirs(root: str | pathlib.Path) -> dict[str, list[str]]:
             for d in sorted(root.iterdir()) if d.is_dir() and any(d.glob("*.txt"))}
 
 
-def split_documents(documents: Sequence[str], fractions: Mapping[str, float], seed: int) -> dict[str, list[str]]:
-    """Shuffle documents with ``seed`` and cut them by ``fractions`` (in the mapping's order; sum 1).
-
-    Raises:
-        DataError: fractions that are negative or do not sum to 1.
-    """
-    if any(f < 0 for f in fractions.values()) or abs(sum(fractions.values()) - 1.0) > 1e-6:
-        raise DataError(f"split fractions must be >= 0 and sum to 1, got {dict(fractions)}")
-    order = list(range(len(documents)))
-    random.Random(seed).shuffle(order)
-    out, start = {}, 0
-    names = list(fractions)
-    for i, name in enumerate(names):
-        end = len(order) if i == len(names) - 1 else start + round(fractions[name] * len(order))
-        out[name] = [documents[j] for j in sorted(order[start:end])]
-        start = end
-    return out
-
-
 def pack_blocks(token_docs: Iterable[Sequence[int]], max_seq_length: int, *, bos_id: int, eos_id: int,
                 pad_id: int, last_block: str = "pad") -> tuple[np.ndarray, np.ndarray, BlockStats]:
     """Concatenate tokenized documents (``</s>`` after each) and cut ``<s> ... </s>`` blocks.
@@ -158,7 +140,7 @@ def write_mlm_dataset(splits: Mapping[str, Sequence[str]], tokenizer_dir: str | 
 
     Args:
         splits: ``{split: documents}``; documents are plain strings.
-        tokenizer_dir: a ``RobertaTokenizerFast`` folder (``tfsent.tokenizer_training.train_bpe_tokenizer``).
+        tokenizer_dir: a ``RobertaTokenizerFast`` folder (``tfsent.data.tokenize.train_bpe_tokenizer``).
         out_dir: the dataset directory to create.
         max_seq_length: block length, special tokens included.
         num_shards: shards per split (at least the number of hosts that will read it).
@@ -173,14 +155,13 @@ def write_mlm_dataset(splits: Mapping[str, Sequence[str]], tokenizer_dir: str | 
     Raises:
         DataError: an empty split, a split with no block, a tokenizer without ``<s>``/``</s>``/``<pad>``.
     """
-    from tfsent.tokenizer_training import load_tokenizer
-
+    check_new_dir(out_dir, overwrite=overwrite)
     tokenizer = load_tokenizer(tokenizer_dir)
     ids = {name: getattr(tokenizer, f"{name}_token_id") for name in ("bos", "eos", "pad")}
     if None in ids.values():
         raise DataError(f"{tokenizer_dir}: tokenizer lacks one of <s>, </s>, <pad> ({ids})")
     infos, stats = {}, {}
-    with atomic_dir(out_dir, overwrite=overwrite) as tmp:
+    with atomic.directory(out_dir, overwrite=overwrite) as tmp:
         for split, documents in splits.items():
             if not documents:
                 raise DataError(f"{out_dir}: split {split!r} has no documents")
@@ -228,18 +209,21 @@ def prepare_mlm_corpus(path: str | pathlib.Path, fmt: str, out_dir: str | pathli
     """
     import tempfile
 
-    from tfsent.tokenizer_training import train_bpe_tokenizer
 
     if fmt == "split_dirs":
         splits = read_split_dirs(path)
         split_info = None
     else:
-        fractions = dict(fractions or {"train": 0.9, "validation": 0.1})
-        splits = split_documents(read_documents(path, fmt), fractions, seed)
+        documents = read_documents(path, fmt)
+        fractions = check_fractions(fractions or {"train": 0.9, "validation": 0.1})
+        # The same seeded split as classification rows, over documents (no labels to stratify by).
+        indices = split_indices([None] * len(documents), fractions, seed, stratified=False)
+        splits = {name: [documents[i] for i in rows] for name, rows in indices.items()}
         split_info = {"seed": seed, "fractions": fractions}
     if not splits.get("train"):
         raise DataError(f"{path}: the corpus has no training documents to train the tokenizer on")
     out_dir = pathlib.Path(out_dir)
+    check_new_dir(out_dir, overwrite=overwrite)  # before the tokenizer is trained
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".{out_dir.name}.tok-", dir=out_dir.parent) as tmp:
         tokenizer_dir = train_bpe_tokenizer(splits["train"], vocab_size, pathlib.Path(tmp) / "tokenizer",

@@ -6,8 +6,6 @@ is what TPUs want.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -18,30 +16,6 @@ from tfsent.data.errors import DataError
 # Sequence features are [max_seq_length]; these are scalars.
 SCALAR_FEATURES = ("label", "example_id", "doc_id", "chunk_id")
 SEQUENCE_FEATURES = ("input_ids", "attention_mask", "token_type_ids")
-
-
-def tokenizer_fingerprint(tokenizer: Any) -> str:
-    """SHA-256 of a fast tokenizer's full definition (vocab, normalizer, special tokens).
-
-    It hashes the serialized ``tokenizer.json`` (without the per-call truncation/padding state) rather than
-    files on disk, so the same tokenizer loaded from another folder, machine or cache gives the same
-    fingerprint, before and after it has encoded anything.
-    """
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is None:
-        raise DataError(f"{type(tokenizer).__name__} is not a Hugging Face *fast* tokenizer (no backend_tokenizer)")
-    definition = json.loads(backend.to_str())
-    # Truncation and padding are per-call state that transformers writes into the backend; not identity.
-    definition.pop("truncation", None)
-    definition.pop("padding", None)
-    digest = hashlib.sha256(json.dumps(definition, sort_keys=True, ensure_ascii=False).encode("utf-8"))
-    digest.update(repr(sorted(tokenizer.model_input_names)).encode("utf-8"))
-    return digest.hexdigest()
-
-
-def tokenizer_info(tokenizer: Any, name: str) -> dict[str, Any]:
-    """The manifest's ``tokenizer`` entry: name, vocab size (with added tokens) and fingerprint."""
-    return {"name": name, "vocab_size": len(tokenizer), "fingerprint": tokenizer_fingerprint(tokenizer)}
 
 
 def encode_texts(tokenizer: Any, texts: Sequence[str], max_seq_length: int) -> tuple[dict[str, np.ndarray], np.ndarray]:

@@ -8,13 +8,12 @@ Layout (docs/DESIGN.md): format, task, max_seq_length, tokenizer {name, vocab_si
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
-import os
 import pathlib
 from typing import Any, Sequence
 
 from tfsent.data.errors import DataError
+from tfsent.runtime.atomic import sha256_file, write_text
 
 FORMAT = "tfsent.tfrecord/1"
 MANIFEST = "manifest.json"
@@ -23,15 +22,6 @@ MANIFEST = "manifest.json"
 def shard_name(split: str, index: int, num_shards: int) -> str:
     """``<split>-%05d-of-%05d.tfrecord``."""
     return f"{split}-{index:05d}-of-{num_shards:05d}.tfrecord"
-
-
-def sha256_file(path: str | pathlib.Path) -> str:
-    """Hex SHA-256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 @dataclasses.dataclass
@@ -91,11 +81,8 @@ class Manifest:
 
     def save(self, directory: str | pathlib.Path) -> pathlib.Path:
         """Write ``manifest.json`` into ``directory`` atomically (temp name, then rename)."""
-        directory = pathlib.Path(directory)
-        path = directory / MANIFEST
-        tmp = directory / f".{MANIFEST}.tmp"
-        tmp.write_text(json.dumps(self.to_json(), indent=1) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        path = pathlib.Path(directory) / MANIFEST
+        write_text(path, json.dumps(self.to_json(), indent=1) + "\n")
         return path
 
     @classmethod

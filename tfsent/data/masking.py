@@ -2,15 +2,10 @@
 
 RoBERTa re-masks every time a sequence is seen instead of fixing one mask at preprocessing time. The mask
 is drawn per batch with stateless random ops, so there is no Python in the pipeline, every shape is static,
-and it runs on TPU hosts unchanged. Two ways to key the per-batch seed:
-
-- ``masking_map_fn`` (the reader's batch-level ``map_fn`` hook): the key is ``(seed, hash of the batch's
-  example ids in order)``. Training reshuffles every epoch from a fixed shuffle seed, so each epoch's batches,
-  and hence their masks, differ, while a rerun with the same seeds repeats them exactly; evaluation keeps its
-  order, so every evaluation masks the same tokens.
-- ``masking_transform`` (a ``Dataset -> Dataset`` step for pipelines you build yourself): the key is
-  ``(seed, r)`` with ``r`` from ``tf.data.Dataset.random(seed, rerandomize_each_iteration=...)``, a
-  per-batch stream that restarts differently on each iteration of the dataset.
+and it runs on TPU hosts unchanged. ``masking_map_fn`` (the reader's batch-level ``map_fn`` hook) keys it by
+``(seed, hash of the batch's example ids in order)``: training reshuffles every epoch from a fixed shuffle seed,
+so each epoch's batches, and hence their masks, differ, while a rerun with the same seeds repeats them exactly;
+evaluation keeps its order, so every evaluation masks the same tokens.
 
 Selection follows BERT/RoBERTa: each non-special, non-padding token is selected with probability
 ``mlm_probability``; a selected token becomes ``<mask>`` with probability ``mask_fraction``, a random
@@ -141,30 +136,3 @@ def masking_map_fn(spec: MaskingSpec, seed: int) -> Callable[[Features], dict[st
         return mask_tokens(features, tf.stack([tf.constant(seed, tf.int64), key]), spec)
 
     return mask
-
-
-def masking_transform(spec: MaskingSpec, seed: int, *, rerandomize_each_iteration: bool = True
-                      ) -> Callable[[tf.data.Dataset], tf.data.Dataset]:
-    """A ``Dataset -> Dataset`` function that masks each batch of a batched dataset.
-
-    Apply it after ``batch`` and ``cache`` so the cache holds clean blocks and each epoch masks afresh.
-
-    Args:
-        spec: selection and replacement rates and token ids.
-        seed: run seed; the same seed reproduces the same masks in the same order.
-        rerandomize_each_iteration: True for training (a new mask each epoch); False for evaluation (the same
-            mask every time the dataset is iterated, so evaluation numbers are comparable).
-
-    Returns:
-        The transform, for ``dataset.apply(...)`` or a reader's batch-level hook.
-    """
-    def apply(dataset: tf.data.Dataset) -> tf.data.Dataset:
-        seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=rerandomize_each_iteration)
-
-        def mask(features, r):
-            return mask_tokens(features, tf.stack([tf.constant(seed, tf.int64), r]), spec)
-
-        return tf.data.Dataset.zip((dataset, seeds)).map(mask, num_parallel_calls=tf.data.AUTOTUNE,
-                                                          deterministic=True)
-
-    return apply

@@ -7,7 +7,8 @@ record. The pipeline is a chain of small ``Dataset -> Dataset`` steps:
           -> batch(per_replica, drop_remainder=True) [or length buckets] -> map_fn -> prefetch
 
 Cache comes before shuffle so every epoch reshuffles, and before ``map_fn`` so random batch-level maps (MLM
-masking) differ each epoch. Training does not repeat: Keras epochs re-iterate the dataset.
+masking) differ each epoch. Training repeats (``repeat=True``): Keras keeps one iterator of a distributed dataset
+across epochs, so the stream must not end; a resumed run skips the steps it already trained on.
 
 Evaluation never loses a sample: each pipeline's stream is padded with filler rows (``example_id = -1``) to
 exactly ``steps * replicas_per_pipeline * per_replica_batch`` rows, so ``drop_remainder=True`` (static shapes for
@@ -27,35 +28,9 @@ from tfsent.data.features import filler_row, parse_fn
 from tfsent.data.manifest import Manifest, load_manifest
 from tfsent.runtime.strategy import check_global_batch
 
-__all__ = ["load_manifest", "verify_shards", "dataset_fn", "steps_per_epoch", "to_keras",
-           "make_distributed_dataset"]
+__all__ = ["dataset_fn", "steps_per_epoch", "to_keras", "make_distributed_dataset"]
 
 MapFn = Callable[[dict], dict]
-
-
-def verify_shards(data_dir: str | pathlib.Path, split: str) -> int:
-    """Read every record of a split (TFRecord CRCs) and check counts and hashes against the manifest.
-
-    Returns:
-        The number of records in the split.
-
-    Raises:
-        DataError: a missing, truncated or corrupt shard, or a record count that differs from the manifest.
-    """
-    manifest = load_manifest(data_dir)
-    manifest.check_shards(split, verify_sha256=True)
-    total = 0
-    for shard, path in zip(manifest.split_info(split).shards, manifest.shard_paths(split)):
-        count = 0
-        try:
-            for _ in tf.data.TFRecordDataset(str(path)):
-                count += 1
-        except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
-            raise DataError(f"{path}: corrupt TFRecord after {count} records: {e.message}") from None
-        if count != shard.count:
-            raise DataError(f"{path}: {count} records, manifest says {shard.count}")
-        total += count
-    return total
 
 
 def _pipeline_slice(manifest: Manifest, split: str, num_pipelines: int, pipeline_id: int):
@@ -228,8 +203,9 @@ def make_distributed_dataset(strategy: tf.distribute.Strategy, data_dir: str | p
                              shuffle_buffer: int = 10_000, cache: bool = True, map_fn: MapFn | None = None,
                              length_buckets: Sequence[int] | None = None, max_seq_length: int | None = None,
                              tokenizer_fingerprint: str | None = None, label_names: Sequence[str] | None = None,
-                             key: str = "batch_size", repeat: bool = False,
-                             skip_steps: int = 0) -> tuple[tf.distribute.DistributedDataset, int | None]:
+                             key: str = "batch_size", repeat: bool = False, skip_steps: int = 0,
+                             manifest: Manifest | None = None
+                             ) -> tuple[tf.distribute.DistributedDataset, int | None]:
     """A distributed dataset for ``fit``/``evaluate``/``predict`` and its number of steps per pass.
 
     Args:
@@ -242,6 +218,7 @@ def make_distributed_dataset(strategy: tf.distribute.Strategy, data_dir: str | p
         skip_steps: global training steps already run (a resumed run); skipped at the start of the stream.
         max_seq_length, tokenizer_fingerprint, label_names: checked against the manifest when given.
         key: config key of the batch size, for the error message.
+        manifest: the dataset's manifest when the caller already holds it (default: read from ``data_dir``).
 
     Returns:
         ``(dataset, steps)``: ``steps`` is the exact number of global steps per pass (``steps_per_epoch`` /
@@ -252,7 +229,8 @@ def make_distributed_dataset(strategy: tf.distribute.Strategy, data_dir: str | p
         DataError: see ``Manifest.check`` and ``dataset_fn``.
     """
     per_replica = check_global_batch(global_batch_size, strategy, key)
-    manifest = load_manifest(data_dir).check(max_seq_length, tokenizer_fingerprint, label_names, splits=[split])
+    manifest = (manifest or load_manifest(data_dir)).check(max_seq_length, tokenizer_fingerprint, label_names,
+                                                          splits=[split])
     fn = dataset_fn(data_dir, split, per_replica_batch=per_replica, training=training, seed=seed,
                     shuffle_buffer=shuffle_buffer, cache=cache, map_fn=map_fn, length_buckets=length_buckets,
                     manifest=manifest, repeat=repeat, skip_steps=skip_steps)

@@ -1,44 +1,35 @@
 """Write sharded TFRecord splits into a dataset directory that appears only when it is complete.
 
-Usage (classification in ``tfsent.prepare``; the MLM block writer does the same with its own examples)::
+Usage (classification in ``tfsent.data.prepare``; the MLM block writer does the same with its own examples)::
 
-    with atomic_dir(out_dir) as tmp:
+    check_new_dir(out_dir)
+    with atomic.directory(out_dir) as tmp:
         train = write_split(tmp, "train", examples, num_shards=4, label_names=labels)
         Manifest(task=..., splits={"train": train}, features=train.features, ...).save(tmp)
 """
 
 from __future__ import annotations
 
-import contextlib
 import pathlib
-from typing import Iterable, Iterator, Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
 
-from tfsent.runtime import atomic
 from tfsent.data.errors import DataError
 from tfsent.data.features import to_example
-from tfsent.data.manifest import ShardInfo, SplitInfo, sha256_file, shard_name
+from tfsent.data.manifest import ShardInfo, SplitInfo, shard_name
+from tfsent.runtime.atomic import sha256_file
 
 
-@contextlib.contextmanager
-def atomic_dir(out_dir: str | pathlib.Path, *, overwrite: bool = False) -> Iterator[pathlib.Path]:
-    """Yield a temporary sibling of ``out_dir``; rename it to ``out_dir`` if the block succeeds.
-
-    On any exception the temporary directory is removed, so a failure leaves nothing behind.
-
-    Args:
-        out_dir: the final directory.
-        overwrite: replace an existing ``out_dir`` (only once the new one is complete).
+def check_new_dir(out_dir: str | pathlib.Path, *, overwrite: bool = False) -> None:
+    """Fail before any work when a dataset would replace ``out_dir`` without ``overwrite``.
 
     Raises:
         DataError: ``out_dir`` exists and ``overwrite`` is False.
     """
     if pathlib.Path(out_dir).exists() and not overwrite:
         raise DataError(f"{out_dir}: already exists; remove it or pass overwrite=True")
-    with atomic.directory(out_dir, overwrite=overwrite) as tmp:
-        yield tmp
 
 
 def write_split(directory: str | pathlib.Path, split: str, examples: Iterable[Mapping[str, np.ndarray | int]],

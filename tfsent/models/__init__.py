@@ -1,9 +1,13 @@
-"""Models: the sequence classifier, weight/tokenizer sources, label mapping and position checks."""
+"""Models: the sequence classifier and masked LM on one base, weight sources and positions, label mapping.
+
+``load_tokenizer`` lives in ``tfsent.data.tokenize``; it is exported here too because loading a model and its
+tokenizer go together.
+"""
 
 from tfsent.models.classifier import ClassifierSpec, SequenceClassifier, build_classifier, load_classifier
 from tfsent.models.labels import LabelError, LabelMap, map_labels
-from tfsent.models.loading import CheckpointError, load_tokenizer, load_weights, resolve_source
-from tfsent.models.positions import PositionError, check_max_positions
+from tfsent.data.tokenize import load_tokenizer
+from tfsent.models.loading import CheckpointError, PositionError, check_max_positions, load_weights, resolve_source
 
 __all__ = [
     "CheckpointError", "ClassifierSpec", "LabelError", "LabelMap", "PositionError", "SequenceClassifier",

@@ -22,10 +22,9 @@ import tf_keras
 from transformers import (BertConfig, RobertaConfig, TFBertForSequenceClassification,
                           TFRobertaForSequenceClassification)
 
-from tfsent.runtime import atomic
 from tfsent.models import labels as labels_lib
 from tfsent.models import loading
-from tfsent.models.positions import check_max_positions
+from tfsent.models.base import PretrainedModel
 
 ARCHS = {
     "bert": (BertConfig, TFBertForSequenceClassification),
@@ -64,11 +63,15 @@ class ClassifierSpec:
     classifier_dropout: float | None = None
 
 
-class SequenceClassifier(tf_keras.Model):
+class SequenceClassifier(PretrainedModel):
     """Keras model wrapping ``TF{Bert,Roberta}ForSequenceClassification`` with tfsent's feature contract.
 
-    Create with :func:`build_classifier` or :func:`load_classifier`, not directly.
+    Create with :func:`build_classifier` or :func:`load_classifier`, not directly. ``save_pretrained(dir,
+    tokenizer=None)`` (from :class:`PretrainedModel`) writes ``config.json`` with ``id2label``/``label2id`` in model
+    order, ``tf_model.h5``, the tokenizer and ``tfsent_model.json``.
     """
+
+    META_FILE = META_FILE
 
     def __init__(self, hf_model, *, arch: str, label_map: labels_lib.LabelMap, max_seq_length: int,
                  source: str | None = None, **kwargs):
@@ -105,20 +108,6 @@ class SequenceClassifier(tf_keras.Model):
         logits = self.hf_model(inputs, training=training).logits
         return tf.cast(logits, tf.float32)
 
-    def compile(self, *args, jit_compile=None, **kwargs):
-        """``tf_keras.Model.compile``; ``jit_compile`` is dropped where XLA cannot run the replicas.
-
-        A MirroredStrategy over several logical CPUs (``virtual_cpu:N``) cannot XLA-compile a step: XLA's CPU
-        clusters refuse variables placed on a sibling logical device (any Keras model, not only this one). There
-        the step runs as a graph; one CPU, GPUs and TPUs compile as asked.
-        """
-        from tfsent.bucketing import default_jit_compile
-
-        if jit_compile and not default_jit_compile(tf.distribute.get_strategy()):
-            log.info("jit_compile=True ignored: XLA cannot compile across virtual CPU replicas")
-            jit_compile = False
-        super().compile(*args, jit_compile=jit_compile, **kwargs)
-
     def predict_step(self, data) -> dict[str, tf.Tensor]:
         """Reduced predictions: ``example_id`` int32 [B], ``label_id`` int32 [B] (model order), ``probs`` float32
         [B, C]. Hidden states never leave the device."""
@@ -153,29 +142,10 @@ class SequenceClassifier(tf_keras.Model):
             raise RuntimeError(f"variable_groups does not cover the model exactly once (ungrouped: {names})")
         return groups
 
-    def save_pretrained(self, directory: str | os.PathLike, tokenizer=None) -> pathlib.Path:
-        """Write a checkpoint directory loadable by :func:`load_classifier` and by ``transformers``.
-
-        Writes ``config.json`` (with ``id2label``/``label2id`` in model order), ``tf_model.h5``, the tokenizer
-        files when given, and ``tfsent_model.json``. Everything goes to a temporary directory beside the target,
-        which then replaces the target, so a reader never sees a half-written checkpoint.
-
-        Args:
-            directory: the checkpoint directory (replaced if it exists).
-            tokenizer: a transformers tokenizer to save alongside, or None.
-
-        Returns:
-            The directory.
-        """
-        directory = pathlib.Path(directory)
-        with atomic.directory(directory, overwrite=True) as tmp:
-            self.hf_model.save_pretrained(str(tmp))
-            if tokenizer is not None:
-                tokenizer.save_pretrained(str(tmp))
-            meta = {"format": META_FORMAT, "arch": self.arch, "label_names": self.label_names,
-                    "max_seq_length": int(self.max_seq_length), "source": self.source}
-            (tmp / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
-        return directory
+    def metadata(self) -> dict[str, Any]:
+        """``tfsent_model.json``: architecture, labels in model order, length and starting source."""
+        return {"format": META_FORMAT, "arch": self.arch, "label_names": self.label_names,
+                "max_seq_length": int(self.max_seq_length), "source": self.source}
 
 
 def _apply_dropout(config, spec: ClassifierSpec) -> None:
@@ -243,7 +213,7 @@ def build_classifier(spec: ClassifierSpec) -> SequenceClassifier:
         weights = loading.find_weights(directory)  # fail on missing weights before building anything
     _set_labels(config, label_map.model_names)
     _apply_dropout(config, spec)
-    check_max_positions(config, spec.max_seq_length)
+    loading.check_max_positions(config, spec.max_seq_length)
 
     hf_model = ARCHS[arch][1](config)
     # Build (and load) before wrapping: weight names must be `<model>/bert/...`, which the loaders strip.

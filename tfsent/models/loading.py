@@ -1,4 +1,5 @@
-"""Where weights and tokenizers come from, and how they get into a Hugging Face TF model without torch.
+"""Hugging Face checkpoints: where weights, configs (and tokenizers, ``tfsent.data.tokenize``) come from, how they get into a TF model without torch, and
+how many positions a config embeds.
 
 A *source* is one string, resolved by :func:`resolve_source` to a local directory:
 
@@ -10,6 +11,12 @@ A *source* is one string, resolved by :func:`resolve_source` to a local director
 Weights: ``tf_model.h5`` (or TF-format ``model.safetensors``) load by name through transformers' TF loader;
 PyTorch-format ``model.safetensors`` loads through ``safetensors`` numpy arrays, with no torch. A checkpoint
 that has only ``pytorch_model.bin`` needs torch to read, so it is refused with instructions.
+
+Positions: RoBERTa-family models number positions from ``pad_token_id + 1`` (padding gets position
+``pad_token_id``), so a sequence of ``L`` tokens uses positions up to ``L + pad_token_id`` and needs
+``max_position_embeddings >= L + pad_token_id + 1`` (``roberta-base``: 514 for 512 tokens). BERT numbers from 0
+and needs ``>= L``. Getting this wrong does not fail loudly everywhere: on CPU the embedding lookup raises deep
+inside the graph, on TPU/GPU an out-of-range gather silently returns zeros, hence :func:`check_max_positions`.
 """
 
 from __future__ import annotations
@@ -20,10 +27,12 @@ import logging
 import os
 import pathlib
 import re
+from collections.abc import Mapping
+from typing import Any
 
 import safetensors.numpy
 from safetensors import SafetensorError, safe_open
-from transformers import AutoConfig, AutoTokenizer, PretrainedConfig, PreTrainedTokenizerFast
+from transformers import AutoConfig, PretrainedConfig
 from transformers.modeling_tf_pytorch_utils import load_pytorch_state_dict_in_tf2_model
 from transformers.modeling_tf_utils import load_tf_weights
 
@@ -229,24 +238,73 @@ def _safetensors_format(path: pathlib.Path) -> str:
     return metadata.get("format", "pt")
 
 
-def load_tokenizer(source: str | pathlib.Path) -> PreTrainedTokenizerFast:
-    """Load the fast (Rust) tokenizer of a source from local files.
+# model_type values whose position ids start after the padding index (create_position_ids_from_input_ids).
+OFFSET_POSITION_MODELS = frozenset({
+    "roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "roberta-prelayernorm", "longformer", "data2vec-text",
+})
+
+
+class PositionError(ValueError):
+    """``max_position_embeddings`` is too small for the requested ``max_seq_length``."""
+
+
+def _get(config: Any, key: str, default: Any = None) -> Any:
+    if isinstance(config, Mapping):
+        return config.get(key, default)
+    return getattr(config, key, default)
+
+
+def _reserved_positions(config: Any) -> int:
+    # RoBERTa-family models number positions from pad_token_id + 1; BERT from 0.
+    if _get(config, "model_type") in OFFSET_POSITION_MODELS:
+        return int(_get(config, "pad_token_id", 1)) + 1
+    return 0
+
+
+def required_positions(config: Any, max_seq_length: int) -> int:
+    """Return the smallest ``max_position_embeddings`` that fits ``max_seq_length`` tokens for this config.
 
     Args:
-        source: anything :func:`resolve_source` accepts, or a directory path.
+        config: a transformers config, or a mapping with ``model_type`` and ``pad_token_id``.
+        max_seq_length: tokens per sequence, special tokens included.
+    """
+    return max_seq_length + _reserved_positions(config)
 
-    Returns:
-        A ``PreTrainedTokenizerFast``.
+
+def model_max_length(config: Any) -> int:
+    """The longest sequence (special tokens included) a config's position embeddings allow.
+
+    Args:
+        config: a transformers config, or a mapping with ``model_type``, ``max_position_embeddings`` and
+            ``pad_token_id``.
+    """
+    return int(_get(config, "max_position_embeddings")) - _reserved_positions(config)
+
+
+def check_max_positions(config: Any, max_seq_length: int) -> None:
+    """Fail clearly when the model cannot embed positions for ``max_seq_length`` tokens.
+
+    Args:
+        config: a transformers config (or mapping) with ``model_type``, ``max_position_embeddings`` and, for
+            RoBERTa-family models, ``pad_token_id``.
+        max_seq_length: tokens per sequence, special tokens included.
 
     Raises:
-        CheckpointError: the tokenizer files are missing or unreadable, or only a slow tokenizer is available.
+        PositionError: the config has too few positions; the message gives both numbers and the fix.
     """
-    directory = resolve_source(str(source))
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(str(directory), use_fast=True, local_files_only=True)
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise CheckpointError(f"{directory}: cannot load a tokenizer ({type(e).__name__}: {e})") from e
-    if not tokenizer.is_fast:
-        raise CheckpointError(f"{directory}: only a slow (Python) tokenizer could be built; tfsent needs a fast "
-                              "one (add tokenizer.json)")
-    return tokenizer
+    if max_seq_length < 1:
+        raise PositionError(f"max_seq_length must be positive, got {max_seq_length}")
+    have = int(_get(config, "max_position_embeddings"))
+    need = required_positions(config, max_seq_length)
+    if have >= need:
+        return
+    model_type = _get(config, "model_type")
+    if model_type in OFFSET_POSITION_MODELS:
+        pad = int(_get(config, "pad_token_id", 1))
+        why = (f"{model_type} position ids start at pad_token_id + 1 = {pad + 1}, so {max_seq_length} tokens use "
+               f"positions up to {max_seq_length + pad}; set max_position_embeddings >= {need} "
+               f"(max_seq_length + pad_token_id + 1) for a new model, or lower max_seq_length to "
+               f"{max(have - pad - 1, 0)}")
+    else:
+        why = (f"set max_position_embeddings >= {need} for a new model, or lower max_seq_length to {have}")
+    raise PositionError(f"max_position_embeddings={have} is too small for max_seq_length={max_seq_length}: {why}")

@@ -22,10 +22,9 @@ from typing import Any
 import tensorflow as tf
 import tf_keras
 
-from tfsent.runtime import atomic
-from tfsent.data.masking import IGNORE_INDEX
-from tfsent.models.loading import CheckpointError, load_weights
-from tfsent.models.positions import PositionError, check_max_positions  # noqa: F401  (PositionError re-exported)
+from tfsent.data.masking import IGNORE_INDEX, MaskingSpec
+from tfsent.models.base import PretrainedModel
+from tfsent.models.loading import CheckpointError, check_max_positions, load_weights
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +43,7 @@ class MaskedLMSpec:
             RoBERTa numbers positions from ``pad_token_id + 1``.
         hidden_dropout_prob, attention_probs_dropout_prob: dropout rates.
         pad_token_id, bos_token_id, eos_token_id, unk_token_id, mask_token_id: special ids, as
-            ``tfsent.tokenizer_training`` assigns them (1, 0, 2, 3, 4).
+            ``tfsent.data.tokenize.train_bpe_tokenizer`` assigns them (1, 0, 2, 3, 4).
         max_predictions: masked positions reported per example by ``predict_step``.
         top_k: candidates reported per masked position.
     """
@@ -85,6 +84,11 @@ class MaskedLMSpec:
         """Ids never masked nor drawn as random replacements."""
         return (self.bos_token_id, self.pad_token_id, self.eos_token_id, self.unk_token_id, self.mask_token_id)
 
+    def masking(self, **rates) -> MaskingSpec:
+        """The masking this model's vocabulary allows (its ``<mask>`` and special ids), at ``rates``."""
+        return MaskingSpec(vocab_size=self.vocab_size, mask_token_id=self.mask_token_id,
+                           special_ids=self.special_ids(), **rates)
+
     def hf_config(self):
         from transformers import RobertaConfig
 
@@ -115,12 +119,15 @@ class _Ratio(tf_keras.metrics.Metric):
         return tf.exp(ratio) if self._exp else ratio
 
 
-class MaskedLM(tf_keras.Model):
+class MaskedLM(PretrainedModel):
     """``TFRobertaForMaskedLM`` with a global-batch masked loss, masked accuracy, perplexity and reduced predict.
 
     Inputs are feature dicts: ``input_ids``, ``attention_mask``, ``mlm_labels`` (``IGNORE_INDEX`` where not
-    scored) and, for predict, ``example_id``.
+    scored) and, for predict, ``example_id``. ``save_pretrained(dir, tokenizer)`` (from :class:`PretrainedModel`)
+    writes the Hugging Face weights and config, the tokenizer and ``tfsent_mlm.json``.
     """
+
+    META_FILE = SPEC_FILE
 
     def __init__(self, spec: MaskedLMSpec, roberta=None, **kwargs):
         super().__init__(**kwargs)
@@ -144,19 +151,14 @@ class MaskedLM(tf_keras.Model):
                            training=training)
         return tf.cast(out.logits, tf.float32)
 
-    def compile(self, *args, jit_compile=None, **kwargs):
-        """``tf_keras.Model.compile``; ``jit_compile`` is dropped where XLA cannot run the replicas.
+    @property
+    def hf_model(self):
+        """The wrapped ``TFRobertaForMaskedLM``."""
+        return self.roberta
 
-        A MirroredStrategy over several logical CPUs (``virtual_cpu:N``) cannot XLA-compile a step: XLA's CPU
-        clusters refuse variables placed on a sibling logical device (any model, not only this one). There
-        the step runs as a graph; one CPU, GPUs and TPUs compile as asked.
-        """
-        from tfsent.bucketing import default_jit_compile
-
-        if jit_compile and not default_jit_compile(tf.distribute.get_strategy()):
-            log.info("jit_compile=True ignored: XLA cannot compile across virtual CPU replicas")
-            jit_compile = False
-        super().compile(*args, jit_compile=jit_compile, **kwargs)
+    def metadata(self) -> dict[str, Any]:
+        """``tfsent_mlm.json``: the :class:`MaskedLMSpec` (``load_masked_lm`` rebuilds the model from it)."""
+        return dataclasses.asdict(self.spec)
 
     @property
     def metrics(self):
@@ -228,19 +230,6 @@ class MaskedLM(tf_keras.Model):
 
     def get_config(self) -> dict[str, Any]:
         return {"spec": dataclasses.asdict(self.spec)}
-
-    def save_pretrained(self, directory: str | os.PathLike, tokenizer) -> pathlib.Path:
-        """Write weights + config (Hugging Face layout), the tokenizer and the spec, atomically.
-
-        The folder loads with ``load_masked_lm`` and with ``transformers.TFRobertaForMaskedLM`` /
-        ``RobertaTokenizerFast.from_pretrained``.
-        """
-        directory = pathlib.Path(directory)
-        with atomic.directory(directory, overwrite=True) as tmp:
-            self.roberta.save_pretrained(tmp)
-            tokenizer.save_pretrained(tmp)
-            (tmp / SPEC_FILE).write_text(json.dumps(dataclasses.asdict(self.spec), indent=2, sort_keys=True) + "\n")
-        return directory
 
 
 def _dummy_features(spec: MaskedLMSpec) -> dict[str, tf.Tensor]:

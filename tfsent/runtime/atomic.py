@@ -1,4 +1,4 @@
-"""Atomic writes: a file or folder appears complete under its final name, or not at all.
+"""Atomic writes (a file or folder appears complete under its final name, or not at all) and file hashing.
 
 Everything is first written under a temporary name in the destination's own folder (same filesystem, so the
 final ``os.replace`` is atomic), then renamed. A crash or an error leaves at most a stray ``.tmp-*`` entry, never a
@@ -8,6 +8,7 @@ half-written output under the real name.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import pathlib
 import shutil
@@ -60,7 +61,7 @@ def directory(path: str | os.PathLike, overwrite: bool = False) -> Iterator[path
     """
     path = pathlib.Path(path)
     if path.exists() and not overwrite:
-        raise FileExistsError(f"{path} already exists")
+        raise FileExistsError(f"{path}: already exists; remove it or pass overwrite=True")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".tmp-{path.name}.", dir=path.parent))
     os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp creates 0700
@@ -76,3 +77,17 @@ def directory(path: str | os.PathLike, overwrite: bool = False) -> Iterator[path
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def update_with_file(digest, path: str | os.PathLike) -> None:
+    """Feed a file's bytes into a ``hashlib`` digest, a block at a time (memory stays flat for large files)."""
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """Hex SHA-256 of a file's bytes."""
+    digest = hashlib.sha256()
+    update_with_file(digest, path)
+    return digest.hexdigest()

@@ -197,3 +197,16 @@ def check_global_batch(global_batch_size: int, strategy: tf.distribute.Strategy,
         raise ValueError(f"{key}={global_batch_size} is a global batch and must be a positive multiple of the "
                          f"{replicas} replicas in sync (try {max(1, global_batch_size // replicas) * replicas})")
     return global_batch_size // replicas
+
+
+def jit_compile_supported(strategy: tf.distribute.Strategy) -> bool:
+    """Whether a step can be XLA-compiled under ``strategy``.
+
+    TPUs compile everything anyway. A MirroredStrategy over several CPU devices (``virtual_cpu:N``) cannot: XLA's
+    CPU clusters refuse variables placed on a sibling logical device (any Keras model). Everywhere else (one CPU,
+    GPUs) it can.
+    """
+    if isinstance(strategy, tf.distribute.MirroredStrategy):
+        devices = strategy.extended.worker_devices
+        return not (len(devices) > 1 and all("CPU" in d.upper() for d in devices))
+    return True

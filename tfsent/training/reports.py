@@ -1,6 +1,6 @@
 """Confusion-matrix reports: a JSON of the matrix and per-class scores, and an annotated heatmap PNG.
 
-The scores use the same definitions as ``tfsent.metrics`` (precision/recall/F1 are 0 where a ratio has no
+The scores use the same definitions as ``tfsent.training.metrics`` (precision/recall/F1 are 0 where a ratio has no
 denominator; macro-F1 is the unweighted mean over every label), so a report and the logged ``val_macro_f1`` agree.
 """
 

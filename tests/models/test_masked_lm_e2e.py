@@ -5,13 +5,14 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
+from helpers.mlm import evaluate_split, predict_split
 from tfsent.data.blocks import prepare_mlm_corpus
 from tfsent.data.masking import IGNORE_INDEX, MaskingSpec, masking_map_fn
-from tfsent.data.reader import load_manifest, make_distributed_dataset
-from tfsent.mlm_eval import evaluate_mlm, predict_mlm
+from tfsent.data.manifest import load_manifest
+from tfsent.data.reader import make_distributed_dataset
 from tfsent.models.masked_lm import MaskedLMSpec, build_masked_lm, load_masked_lm
 from tfsent.runtime.strategy import make_strategy
-from tfsent.tokenizer_training import load_tokenizer
+from tfsent.data.tokenize import load_tokenizer
 
 LENGTH, BATCH = 32, 32
 
@@ -43,12 +44,12 @@ def test_pretrain_tiny_roberta_on_phrasebank(tmp_path, phrasebank_dir):
     with strategy.scope():
         model = build_masked_lm(spec)
         model.compile(optimizer=tf_keras.optimizers.Adam(3e-3), jit_compile=True, steps_per_execution=10)
-    before = evaluate_mlm(model, data_dir, "validation", strategy, BATCH)
+    before = evaluate_split(model, data_dir, "validation", strategy, BATCH)
     history = model.fit(train, epochs=4, steps_per_epoch=120, verbose=0).history
-    after = evaluate_mlm(model, data_dir, "validation", strategy, BATCH)
+    after = evaluate_split(model, data_dir, "validation", strategy, BATCH)
     assert history["loss"][-1] < history["loss"][0]
     assert after["loss"] < before["loss"] - 1.0, (before, after)
-    predictions = predict_mlm(model, data_dir, "validation", strategy, BATCH)
+    predictions = predict_split(model, data_dir, "validation", strategy, BATCH)
     baseline = _unigram_baseline(data_dir, predictions)
     assert after["masked_accuracy"] > baseline + 0.05, (after, baseline)
 
@@ -56,7 +57,7 @@ def test_pretrain_tiny_roberta_on_phrasebank(tmp_path, phrasebank_dir):
     with strategy.scope():
         reloaded = load_masked_lm(tmp_path / "model")
         reloaded.compile(jit_compile=True)
-    again = predict_mlm(reloaded, data_dir, "validation", strategy, BATCH)
+    again = predict_split(reloaded, data_dir, "validation", strategy, BATCH)
     for name in predictions:
         np.testing.assert_allclose(again[name], predictions[name], rtol=1e-5, atol=1e-5, err_msg=name)
     assert load_tokenizer(tmp_path / "model").get_vocab() == tokenizer.get_vocab()

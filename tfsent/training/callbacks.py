@@ -8,7 +8,7 @@ Layout under the run directory::
     metrics.csv               one row per epoch (appended on resume)
     tensorboard/              TensorBoard event files
     reports/                  val_epoch_NNN_confusion.{json,png}, val_last_*, (train.py adds test_*)
-    model/                    the exported model, when ``model_export_fn`` is given
+    model/                    the final model (``save_pretrained``, written by the training loop after fit())
 
 Resuming mid-epoch: Keras's own ``BackupAndRestore`` records the *first* step of an execution and counts
 executions, not steps, so with ``steps_per_execution > 1`` it resumes several steps early and saves less often
@@ -25,18 +25,18 @@ import json
 import logging
 import os
 import pathlib
-from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from tfsent.runtime import atomic
 from tfsent.config import ConfigError
-from tfsent.metrics import ConfusionMatrix, find_confusion_metric
-from tfsent.reports import confusion_report
+from tfsent.runtime import atomic
 from tfsent.runtime.workers import BACKUP_DIR
+from tfsent.training.metrics import ConfusionMatrix, find_confusion_metric
+from tfsent.training.reports import confusion_report
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,6 @@ LAST_DIR = "checkpoints/last"
 CSV_FILE = "metrics.csv"
 TENSORBOARD_DIR = "tensorboard"
 REPORTS_DIR = "reports"
-EXPORT_DIR = "model"
 CHECKPOINT_META = "checkpoint.json"
 
 
@@ -294,7 +293,7 @@ class ConfusionMatrixCallback(tf_keras.callbacks.Callback):
             return
         metric = self.metric or find_confusion_metric(self.model)
         if metric is None:
-            raise ValueError("no confusion-matrix metric is compiled: pass tfsent.metrics.classification_metrics("
+            raise ValueError("no confusion-matrix metric is compiled: pass tfsent.training.metrics.classification_metrics("
                              "label_names) to compile(weighted_metrics=...)")
         self.last = (epoch, metric.counts())
         if self.every_epoch:
@@ -305,33 +304,17 @@ class ConfusionMatrixCallback(tf_keras.callbacks.Callback):
             confusion_report(self.last[1], self.label_names, self.out_dir, "val_last")
 
 
-class ExportCallback(tf_keras.callbacks.Callback):
-    """Call ``export_fn(model, folder)`` once fit() ends; the folder appears under ``directory`` only if it succeeds."""
-
-    def __init__(self, export_fn: Callable[[tf_keras.Model, pathlib.Path], Any], directory: str | os.PathLike):
-        super().__init__()
-        self.export_fn = export_fn
-        self.directory = pathlib.Path(directory)
-
-    def on_train_end(self, logs=None):
-        with atomic.directory(self.directory, overwrite=True) as tmp:
-            self.export_fn(self.model, tmp)
-
-
 def build_callbacks(spec: CallbackSpec, run_dir: str | os.PathLike, *,
-                    model_export_fn: Callable[[tf_keras.Model, pathlib.Path], Any] | None = None,
                     label_names: Sequence[str] | None = None) -> list[tf_keras.callbacks.Callback]:
     """The callbacks for ``fit()``, in the order they must run.
 
     Args:
         spec: what to set up.
         run_dir: the run directory (see the module docstring for its layout).
-        model_export_fn: called as ``fn(model, folder)`` when fit() ends, after ``restore_best_at_end``; the
-            folder becomes ``run_dir/model`` atomically (e.g. ``lambda m, d: m.save_pretrained(d, tokenizer=t)``).
         label_names: label names for the confusion reports; default: the model's ``label_names``.
 
     Returns:
-        TensorBoard, CSVLogger, ConfusionMatrixCallback, best and last EpochCheckpoint, ExportCallback,
+        TensorBoard, CSVLogger, ConfusionMatrixCallback, best and last EpochCheckpoint,
         StepBackupAndRestore (each only if enabled). The backup comes last so that an epoch's logs, reports and
         checkpoints are written before the backup marks the epoch done.
     """
@@ -351,8 +334,6 @@ def build_callbacks(spec: CallbackSpec, run_dir: str | os.PathLike, *,
                                          restore_at_end=spec.restore_best_at_end))
     if spec.save_last:
         callbacks.append(EpochCheckpoint(run_dir / LAST_DIR))
-    if model_export_fn is not None:
-        callbacks.append(ExportCallback(model_export_fn, run_dir / EXPORT_DIR))
     if spec.backup:
         callbacks.append(StepBackupAndRestore(run_dir / BACKUP_DIR, save_freq=spec.backup_save_freq))
     return callbacks

@@ -1,4 +1,4 @@
-"""prepare(): PhraseBank AllAgree end to end with the real MiniLM tokenizer, bad input, and the Hydra entry."""
+"""prepare_classification(): PhraseBank AllAgree end to end with the real MiniLM tokenizer, bad input, Hydra entry."""
 
 import collections
 import subprocess
@@ -8,35 +8,38 @@ import numpy as np
 import pytest
 
 from tfsent.data.errors import DataError
-from tfsent.data.features import tokenizer_fingerprint
+from tfsent.data.tokenize import tokenizer_fingerprint
 from tfsent.data.manifest import load_manifest
-from tfsent.data.reader import dataset_fn, verify_shards
+from helpers.records import verify_shards
+from tfsent.data.reader import dataset_fn
 from tfsent.data.sources import read_records
-from tfsent.prepare import PrepareSpec, _load_tokenizer, prepare
+from tfsent.config import ClassificationDataSpec
+from tfsent.data.prepare import prepare_classification
+from tfsent.models import load_tokenizer
 
-REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
+REPO = __import__("pathlib").Path(__file__).resolve().parents[2]
 MAX_LEN = 32
 
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    return _load_tokenizer("minilm_l6")
+    return load_tokenizer("minilm_l6")
 
 
 @pytest.fixture(scope="module")
 def allagree(tmp_path_factory, phrasebank_dir, tokenizer):
-    spec = PrepareSpec(name="pb", format="phrasebank", path=str(phrasebank_dir / "Sentences_AllAgree.txt"),
+    spec = ClassificationDataSpec(name="pb", format="phrasebank", path=str(phrasebank_dir / "Sentences_AllAgree.txt"),
                        label_names=["negative", "neutral", "positive"], max_seq_length=MAX_LEN,
                        num_shards={"train": 2, "validation": 1, "test": 1})
     out = tmp_path_factory.mktemp("prepared") / "pb"
-    return prepare(spec, tokenizer, out, tokenizer_name="minilm_l6"), spec
+    return prepare_classification(spec, tokenizer, out, tokenizer_name="minilm_l6"), spec
 
 
 def test_manifest_counts(allagree, tokenizer):
     manifest, spec = allagree
     assert manifest.source["sha256"] == "5fb370b3005b9a2759f708849a691ad2e4d2593d4c995c1afde229398a516594"
     assert manifest.tokenizer == {"name": "minilm_l6", "vocab_size": 30522,
-                                  "fingerprint": tokenizer_fingerprint(_load_tokenizer("minilm_l6"))}
+                                  "fingerprint": tokenizer_fingerprint(load_tokenizer("minilm_l6"))}
     assert manifest.features == {"input_ids": [MAX_LEN], "attention_mask": [MAX_LEN],
                                  "token_type_ids": [MAX_LEN], "label": [], "example_id": []}
     assert {k: v.count for k, v in manifest.splits.items()} == {"train": 1812, "validation": 226, "test": 226}
@@ -74,9 +77,9 @@ def test_bad_input_leaves_nothing_behind(tmp_path, tokenizer):
     source = tmp_path / "bad.txt"
     source.write_bytes(b"Profit rose .@positive\r\nSales fell .@negative\r\nno label at all\r\n")
     out = tmp_path / "out" / "ds"
-    spec = PrepareSpec(name="bad", format="phrasebank", path=str(source), max_seq_length=16)
+    spec = ClassificationDataSpec(name="bad", format="phrasebank", path=str(source), max_seq_length=16)
     with pytest.raises(DataError, match=rf"^{source}:3: malformed line"):
-        prepare(spec, tokenizer, out)
+        prepare_classification(spec, tokenizer, out)
     assert not out.exists()
     assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []
 
@@ -84,18 +87,19 @@ def test_bad_input_leaves_nothing_behind(tmp_path, tokenizer):
 def test_refuses_to_overwrite_and_bad_fractions(allagree, tokenizer):
     manifest, spec = allagree
     with pytest.raises(DataError, match="already exists"):
-        prepare(spec, tokenizer, manifest.directory)
-    bad = PrepareSpec(**{**spec.__dict__, "split_fractions": {"train": 0.9, "test": 0.2}})
+        prepare_classification(spec, tokenizer, manifest.directory)
+    bad = ClassificationDataSpec(**{**spec.__dict__, "split_fractions": {"train": 0.9, "test": 0.2}})
     with pytest.raises(DataError, match="must sum to 1"):
-        prepare(bad, tokenizer, manifest.directory.parent / "other")
+        prepare_classification(bad, tokenizer, manifest.directory.parent / "other")
 
 
 def test_hydra_config_composes_and_runs(tmp_path):
     from hydra import compose, initialize_config_dir
 
-    from tfsent.prepare import _conf_dir, _main
+    from tfsent.config import conf_dir
+    from tfsent.prepare import _main
 
-    with initialize_config_dir(config_dir=_conf_dir(), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         cfg = compose("prepare", overrides=["data=phrasebank_allagree", "data.max_seq_length=16",
                                             f"paths.root_dir={REPO}", f"paths.prepared_dir={tmp_path}"])
     manifest = _main(cfg)
@@ -109,11 +113,11 @@ def test_other_data_configs_compose(name):
     from hydra import compose, initialize_config_dir
 
     from tfsent.config import spec_from_config
-    from tfsent.prepare import _conf_dir
+    from tfsent.config import conf_dir
 
-    with initialize_config_dir(config_dir=_conf_dir(), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         cfg = compose("prepare", overrides=[f"data={name}"] + (["data.path=x.csv"] if name == "csv" else []))
-    spec = spec_from_config(PrepareSpec, cfg.data, "data")
+    spec = spec_from_config(ClassificationDataSpec, cfg.data, "data")
     assert spec.name == ("custom" if name == "csv" else name)
     assert spec.prepared_dir.endswith(f"/{spec.name}-minilm_l6-len128")
 
@@ -126,3 +130,22 @@ def test_command_line_entry_point(tmp_path):
                             cwd=REPO, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     assert (tmp_path / "phrasebank_allagree-minilm_l6-len16" / "manifest.json").is_file()
+
+
+def test_inferred_labels_are_counted_and_a_rare_one_is_refused(tokenizer, tmp_path, caplog):
+    rows = [(f"revenue moved {i} percent", ["negative", "positive"][i % 2]) for i in range(12)]
+    rows[7] = ("profit rose sharply", "postive")  # a typo: one row would become a class of its own
+    src = tmp_path / "typo.csv"
+    src.write_text("text,label\n" + "".join(f"{t},{l}\n" for t, l in rows))
+    spec = ClassificationDataSpec(name="typo", format="csv", path=str(src), max_seq_length=16,
+                                  split_fractions={"train": 0.5, "test": 0.5})
+    with caplog.at_level("WARNING"), pytest.raises(
+            DataError, match=r"typo.csv: label\(s\) seen fewer than data.min_label_count=2 times: 'postive' on "
+                             r"line\(s\) 9; fix the label or list every label in data.label_names"):
+        prepare_classification(spec, tokenizer, tmp_path / "out")
+    assert "inferred 3 labels from" in caplog.text and "negative 6, positive 5, postive 1" in caplog.text
+    assert not (tmp_path / "out").exists()
+    # Allowed explicitly, the same file prepares with three classes.
+    spec.min_label_count = 1
+    manifest = prepare_classification(spec, tokenizer, tmp_path / "out")
+    assert manifest.label_names == ["negative", "positive", "postive"]

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from tfsent.metrics import (ClassPrecision, ClassRecall, ConfusionMatrix, MacroF1, classification_metrics,
+from tfsent.training.metrics import (ClassPrecision, ClassRecall, ConfusionMatrix, MacroF1, classification_metrics,
                             find_confusion_metric)
 from tfsent.runtime.strategy import make_strategy
 

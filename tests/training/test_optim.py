@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from tfsent.optim import AccumulatingAdamW, OptimizerSpec, WarmupLinearDecay, build_optimizer
+from tfsent.training.optim import AccumulatingAdamW, OptimizerSpec, WarmupLinearDecay, build_optimizer
 from tfsent.runtime.strategy import make_strategy
 
 X = np.random.default_rng(0).normal(size=(96, 5)).astype("float32")

@@ -6,8 +6,10 @@ import tensorflow as tf
 
 from tfsent.data.errors import DataError
 from tfsent.data.manifest import Manifest, load_manifest
-from tfsent.data.reader import dataset_fn, make_distributed_dataset, to_keras, verify_shards
-from tfsent.data.writer import atomic_dir, write_split
+from helpers.records import verify_shards
+from tfsent.data.reader import dataset_fn, make_distributed_dataset, to_keras
+from tfsent.data.writer import write_split
+from tfsent.runtime import atomic
 from tfsent.runtime.strategy import make_strategy
 
 N, L = 13, 8
@@ -24,7 +26,7 @@ def example(i: int) -> dict:
 @pytest.fixture
 def data_dir(tmp_path):
     out = tmp_path / "ds"
-    with atomic_dir(out) as tmp:
+    with atomic.directory(out) as tmp:
         splits = {name: write_split(tmp, name, (example(i) for i in range(N)), 3, label_names=LABELS)
                   for name in ("train", "validation")}
         Manifest(task="classification", max_seq_length=L,
@@ -164,7 +166,7 @@ def test_bad_global_batch_and_inconsistent_examples(data_dir, tmp_path):
                                  training=True)
     out = tmp_path / "broken"
     with pytest.raises(DataError, match="example 1: features"):
-        with atomic_dir(out) as tmp:
+        with atomic.directory(out) as tmp:
             write_split(tmp, "train", [example(0), {**example(1), "input_ids": np.zeros(L + 1, np.int64)}], 1)
     assert not out.exists() and [p.name for p in tmp_path.iterdir() if "broken" in p.name] == []
 

@@ -3,7 +3,7 @@
 import pytest
 from transformers import BertConfig, RobertaConfig
 
-from tfsent.models.positions import PositionError, check_max_positions, required_positions
+from tfsent.models.loading import PositionError, check_max_positions, model_max_length, required_positions
 
 
 def test_roberta_needs_padding_offset():
@@ -35,3 +35,15 @@ def test_mapping_config_and_bad_length():
         check_max_positions({"model_type": "xlm-roberta", "pad_token_id": 1, "max_position_embeddings": 129}, 128)
     with pytest.raises(PositionError, match="positive"):
         check_max_positions(BertConfig(), 0)
+
+
+@pytest.mark.parametrize("config, length", [
+    (RobertaConfig(max_position_embeddings=514, pad_token_id=1), 512), (BertConfig(max_position_embeddings=512), 512),
+    ({"model_type": "xlm-roberta", "pad_token_id": 1, "max_position_embeddings": 130}, 128)])
+def test_model_max_length_is_the_inverse_of_required_positions(config, length):
+    assert model_max_length(config) == length
+    assert required_positions(config, model_max_length(config)) == (
+        config["max_position_embeddings"] if isinstance(config, dict) else config.max_position_embeddings)
+    check_max_positions(config, length)
+    with pytest.raises(PositionError):
+        check_max_positions(config, length + 1)

@@ -8,10 +8,11 @@ import tensorflow as tf
 
 from tfsent.data.blocks import pack_blocks, prepare_mlm_corpus, read_documents, write_mlm_dataset
 from tfsent.data.errors import DataError
-from tfsent.data.features import tokenizer_fingerprint
 from tfsent.data.masking import IGNORE_INDEX, MaskingSpec, masking_map_fn
-from tfsent.data.reader import dataset_fn, load_manifest
-from tfsent.tokenizer_training import load_tokenizer, train_bpe_tokenizer
+from tfsent.data.manifest import load_manifest
+from tfsent.data.reader import dataset_fn
+from tfsent.data.splits import split_indices
+from tfsent.data.tokenize import load_tokenizer, tokenizer_fingerprint, train_bpe_tokenizer
 
 IDS = dict(bos_id=0, eos_id=2, pad_id=1)
 
@@ -105,6 +106,24 @@ def test_prepare_transcripts_split_dirs(tmp_path, transcripts_dir):
     loaded = load_manifest(tmp_path / "tr")
     assert loaded.task == "mlm" and loaded.source["blocks"]["train"]["documents"] == 5
     assert loaded.source["blocks"]["validation"]["documents"] == 1
+
+
+def test_unsplit_corpus_splits_documents_like_rows(tmp_path):
+    # One split algorithm for rows and documents: the corpus's documents land where split_indices puts them.
+    docs = [f"document {i} says revenue {'rose' if i % 2 else 'fell'} by {i} percent in quarter {i % 4}"
+            for i in range(30)]
+    (tmp_path / "corpus.txt").write_text("\n".join(docs) + "\n")
+    fractions = {"train": 0.7, "validation": 0.3}
+    manifest = prepare_mlm_corpus(tmp_path / "corpus.txt", "text", tmp_path / "blocks", vocab_size=300,
+                                  max_seq_length=16, fractions=fractions, seed=5)
+    expected = split_indices([None] * len(docs), fractions, 5, stratified=False)
+    blocks = manifest.source["blocks"]
+    assert {s: blocks[s]["documents"] for s in fractions} == {s: len(idx) for s, idx in expected.items()} == {
+        "train": 21, "validation": 9}
+    tokenizer = load_tokenizer(tmp_path / "blocks" / "tokenizer")
+    want = sum(len(tokenizer(docs[i], add_special_tokens=False)["input_ids"]) + 1 for i in expected["validation"])
+    assert blocks["validation"]["tokens"] == want  # the validation blocks hold exactly those documents
+    assert manifest.source["split"] == {"seed": 5, "fractions": fractions}
 
 
 def test_corpus_errors(tmp_path):

@@ -34,8 +34,8 @@ def _child(run_dir: pathlib.Path, stall_at: int | None) -> None:
     import tensorflow as tf
     import tf_keras
 
-    from tfsent.callbacks import CallbackSpec, build_callbacks, resume_point
-    from tfsent.metrics import classification_metrics
+    from tfsent.training.callbacks import CallbackSpec, build_callbacks, resume_point
+    from tfsent.training.metrics import classification_metrics
 
     spec = CallbackSpec(backup_save_freq=BACKUP_EVERY, tensorboard=False)
     start = resume_point(spec, run_dir, STEPS_PER_EPOCH)
@@ -94,7 +94,7 @@ def _child(run_dir: pathlib.Path, stall_at: int | None) -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
     _child(pathlib.Path(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else None)
     sys.exit(0)
 
@@ -103,10 +103,10 @@ import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
 
-from tfsent.callbacks import (CallbackSpec, ConfusionMatrixCallback, EpochCheckpoint, ExportCallback,  # noqa: E402
-                              StepBackupAndRestore, build_callbacks, restore_checkpoint, resume_point)
+from tfsent.training.callbacks import (CallbackSpec, ConfusionMatrixCallback, EpochCheckpoint,  # noqa: E402
+                                       StepBackupAndRestore, build_callbacks, restore_checkpoint, resume_point)
 from tfsent.config import ConfigError  # noqa: E402
-from tfsent.metrics import classification_metrics  # noqa: E402
+from tfsent.training.metrics import classification_metrics  # noqa: E402
 
 
 def _spawn(run_dir: pathlib.Path, stall_at: int | None = None) -> subprocess.Popen:
@@ -192,9 +192,9 @@ def test_spec_checks_values_and_names_the_key():
 
 
 def test_build_callbacks_order_and_switches(tmp_path):
-    kinds = [type(c) for c in build_callbacks(CallbackSpec(), tmp_path, model_export_fn=lambda m, d: None)]
+    kinds = [type(c) for c in build_callbacks(CallbackSpec(), tmp_path)]
     assert kinds == [tf_keras.callbacks.TensorBoard, tf_keras.callbacks.CSVLogger, ConfusionMatrixCallback,
-                     EpochCheckpoint, EpochCheckpoint, ExportCallback, StepBackupAndRestore]
+                     EpochCheckpoint, EpochCheckpoint, StepBackupAndRestore]
     off = CallbackSpec(backup=False, save_best=False, save_last=False, csv=False, tensorboard=False,
                        confusion_report=False)
     assert build_callbacks(off, tmp_path) == []

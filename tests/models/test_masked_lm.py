@@ -7,8 +7,9 @@ import tf_keras
 
 from tfsent.data.masking import IGNORE_INDEX, MaskingSpec, mask_tokens
 from tfsent.models.loading import CheckpointError
-from tfsent.models.masked_lm import MaskedLMSpec, PositionError, build_masked_lm, load_masked_lm
-from tfsent.tokenizer_training import load_tokenizer, train_bpe_tokenizer
+from tfsent.models.loading import PositionError
+from tfsent.models.masked_lm import MaskedLMSpec, build_masked_lm, load_masked_lm
+from tfsent.data.tokenize import load_tokenizer, train_bpe_tokenizer
 from tfsent.runtime.strategy import make_strategy
 
 VOCAB, LENGTH = 120, 16

@@ -82,3 +82,23 @@ def test_bad_config_fails_before_compute(prepared, override, message):
     with pytest.raises((ConfigError, ValueError), match=message):
         train(cfg, prepared / "bad")
     assert not (prepared / "bad" / "checkpoints").exists()
+
+
+def test_a_finished_run_directory_is_refused_unless_overwrite(prepared):
+    run = prepared / "finished"
+    (run / "checkpoints" / "best").mkdir(parents=True)
+    (run / "checkpoints" / "best" / "from_the_old_run").write_text("stale")
+    (run / "metrics.json").write_text('{"test_accuracy": 0.5}\n')
+    (run / ".hydra").mkdir()
+    (run / ".hydra" / "config.yaml").write_text("written by hydra for this run\n")
+    common = TINY + ["strategy=cpu", "trainer.steps_per_epoch=1"]
+    with pytest.raises(ConfigError, match=rf"{re.escape(str(run))}: holds a finished run \(metrics.json\); pass "
+                                          r"overwrite=true"):
+        train(compose_train(prepared, common), run)
+    assert (run / "checkpoints" / "best" / "from_the_old_run").is_file()  # refused before touching anything
+    metrics = train(compose_train(prepared, common + ["overwrite=true"]), run)
+    assert not (run / "checkpoints" / "best" / "from_the_old_run").exists()
+    assert json.loads((run / "metrics.json").read_text()) == metrics
+    assert (run / ".hydra" / "config.yaml").is_file()  # the new run's own Hydra files stay
+    rows = (run / "metrics.csv").read_text().splitlines()
+    assert len(rows) == 2  # header + this run's one epoch, not the old run's epochs too

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from tfsent.reports import confusion_metrics, confusion_report, format_report
+from tfsent.training.reports import confusion_metrics, confusion_report, format_report
 
 LABELS = ["negative", "neutral", "positive"]
 # The same matrix as tests/test_metrics.py, so the report and the Keras metrics agree on one example.

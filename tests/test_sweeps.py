@@ -1,0 +1,42 @@
+"""Every ``*_tiny`` experiment runs end to end through ``train()``: prepare, fit, evaluate, save, reload.
+
+A tiny twin exists for every real experiment (``test_configs.test_every_real_experiment_has_a_tiny_twin``), so this
+sweep catches a config or task change that breaks any experiment before a long run does.
+"""
+
+import json
+import math
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from tfsent.config import conf_dir
+from tfsent.train import train
+
+TINY_EXPERIMENTS = sorted(p.stem for p in (conf_dir() / "experiment").glob("*_tiny.yaml"))
+# One device and two steps: the sweep checks that every experiment runs, tests/training/ checks what it learns.
+FAST = ["strategy=cpu", "trainer.steps_per_epoch=2", "trainer.steps_per_execution=1", "callbacks.tensorboard=false"]
+
+
+@pytest.mark.parametrize("experiment", TINY_EXPERIMENTS)
+def test_tiny_experiment_trains_end_to_end(experiment, tmp_path):
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+        cfg = compose(config_name="train", overrides=[
+            f"+experiment={experiment}", f"paths.prepared_dir={tmp_path / 'prepared'}",
+            f"paths.runs_dir={tmp_path / 'runs'}", *FAST])
+    metrics = train(cfg, tmp_path / "run")
+    assert (metrics["epochs"], metrics["steps_per_epoch"], metrics["replicas"]) == (1, 2, 1)
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text()) == metrics
+    assert math.isfinite(metrics["val_loss"])
+    model_dir = tmp_path / "run" / "model"
+    if cfg.task == "classification":
+        from tfsent.models import load_classifier
+
+        assert load_classifier(model_dir).label_names == ["negative", "neutral", "positive"]
+        assert 0.0 <= metrics["test_accuracy"] <= 1.0 and "test_macro_f1" in metrics
+    else:
+        from tfsent.models.masked_lm import load_masked_lm
+
+        assert load_masked_lm(model_dir).spec.num_hidden_layers == cfg.model.config.num_hidden_layers
+        assert metrics["val_perplexity"] == pytest.approx(math.exp(metrics["val_loss"]), rel=1e-3)
+    assert not (tmp_path / "run" / "backup").exists()  # a finished run leaves nothing to resume

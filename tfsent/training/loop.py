@@ -1,0 +1,202 @@
+"""The training run in two halves: ``build(spec, run_dir) -> Setup`` and ``fit(setup) -> metrics``.
+
+The order never varies: strategy first; every check that can fail before compute; prepared data; datasets through
+``distribute_datasets_from_function``; model, optimizer and metrics under ``strategy.scope()``; then ``fit()`` on
+all replicas, distributed ``evaluate()`` on the test split and ``save_pretrained``. ``build`` stops before
+``fit()``, so a benchmark or a test can time or inspect exactly what a run trains (``bench/training.py``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import pathlib
+import shutil
+import time
+from typing import Any
+
+import tensorflow as tf
+import tf_keras
+
+from tfsent.config import ConfigError
+from tfsent.runtime import atomic
+from tfsent.runtime.precision import set_policy
+from tfsent.runtime.strategy import check_global_batch, make_strategy
+from tfsent.runtime.workers import BACKUP_DIR, worker_info, write_dir
+from tfsent.training.callbacks import resume_point
+from tfsent.training.task import Task, TrainSpec, task_class
+
+log = logging.getLogger(__name__)
+
+METRICS_FILE = "metrics.json"
+# Written by Hydra into the run directory before train() starts: the new run's own config and log, kept on overwrite.
+_HYDRA_ENTRIES = (".hydra", "train.log")
+
+
+@dataclasses.dataclass
+class Setup:
+    """Everything ``fit`` needs, built and checked by :func:`build`.
+
+    Attributes:
+        spec: the run's typed config.
+        task: the task object (holds the checked manifest).
+        strategy: the distribution strategy.
+        run_dir: the folder this process writes (a scratch folder on a non-chief worker).
+        final_run_dir: the run directory the caller named.
+        model: the compiled model.
+        train_data: the distributed, repeated training stream (resumed runs skip the steps already done).
+        val_data, val_steps: the distributed validation pass and its step count.
+        steps_per_epoch: training steps per epoch.
+        total_updates: optimizer updates of the whole run (micro-steps / accumulation).
+        policy: the precision policy in force.
+        callbacks: the callbacks of ``fit()``.
+    """
+
+    spec: TrainSpec
+    task: Task
+    strategy: tf.distribute.Strategy
+    run_dir: pathlib.Path
+    final_run_dir: pathlib.Path
+    model: tf_keras.Model
+    train_data: Any
+    val_data: Any
+    val_steps: int | None
+    steps_per_epoch: int
+    total_updates: int
+    policy: str
+    callbacks: list[tf_keras.callbacks.Callback]
+
+
+def build(spec: TrainSpec, run_dir: str | os.PathLike) -> Setup:
+    """Build and check everything of a run up to ``fit()``.
+
+    Args:
+        spec: the run's typed config (``tfsent.train.train_spec``).
+        run_dir: where checkpoints, logs, reports and the final model go; re-using a run directory resumes a
+            run that was killed (BackupAndRestore).
+
+    Returns:
+        The :class:`Setup` that :func:`fit` runs.
+
+    Raises:
+        ConfigError, ValueError, DataError: bad configuration or data, before any compute starts.
+    """
+    final_run_dir = pathlib.Path(run_dir)
+    # Every worker refuses a finished run alike; only the chief clears the shared directory.
+    _claim_run_dir(final_run_dir, overwrite=spec.overwrite,
+                   may_clear=spec.strategy != "multi_worker" or worker_info().is_chief)
+    trainer = spec.trainer
+    task = task_class(spec.task)(spec)
+
+    strategy = make_strategy(spec.strategy)
+    # Only the chief writes the run directory; other workers save the same checkpoints (collective) into a
+    # scratch folder whose backup/ links to the shared one, so a killed run resumes on every worker.
+    run_dir = write_dir(final_run_dir) if spec.strategy == "multi_worker" else final_run_dir
+    check_global_batch(trainer.global_batch_size, strategy, "trainer.global_batch_size")
+    check_global_batch(trainer.eval_batch_size, strategy, "trainer.eval_batch_size")
+    tf_keras.utils.set_random_seed(int(spec.seed))
+    task.check()
+
+    manifest = task.manifest
+    policy = set_policy(trainer.precision, strategy)
+
+    train_data, train_steps = task.build_inputs(strategy, "train", training=True)
+    if train_steps is None:
+        # Length buckets: the exact count depends on the shuffle, and the data repeats; an epoch is one pass's worth.
+        train_steps = max(1, manifest.splits["train"].count // trainer.global_batch_size)
+    steps_per_epoch = min(train_steps, trainer.steps_per_epoch or train_steps)
+    resume = resume_point(spec.callbacks, run_dir, steps_per_epoch)
+    if resume.steps_done:
+        # A killed run resumes: continue the same seeded data stream where it stopped.
+        log.info("resuming at epoch %d, step %d (%d steps done)", resume.epoch, resume.step, resume.steps_done)
+        train_data, _ = task.build_inputs(strategy, "train", training=True, skip_steps=resume.steps_done)
+    total_updates = max(1, trainer.epochs * steps_per_epoch // spec.optimizer.accumulation_steps)
+    val_data, val_steps = task.build_inputs(strategy, "validation", training=False)
+
+    with strategy.scope():
+        model = task.build_model()
+        task.compile(model, task.build_optimizer(model, total_updates, policy))
+
+    callbacks = task.callbacks(run_dir, model)
+    return Setup(spec=spec, task=task, strategy=strategy, run_dir=run_dir, final_run_dir=final_run_dir,
+                 model=model, train_data=train_data, val_data=val_data, val_steps=val_steps,
+                 steps_per_epoch=steps_per_epoch, total_updates=total_updates, policy=policy, callbacks=callbacks)
+
+
+def _claim_run_dir(run_dir: pathlib.Path, *, overwrite: bool, may_clear: bool = True) -> None:
+    """Create the run directory; refuse one that holds a finished run unless ``overwrite`` (then clear it).
+
+    A finished run (``metrics.json`` written) left its checkpoints, reports and per-epoch CSV behind; training into
+    it again would mix two runs. A killed run has no ``metrics.json`` and resumes instead.
+
+    Raises:
+        ConfigError: ``run_dir`` holds a finished run and ``overwrite`` is false.
+    """
+    if (run_dir / METRICS_FILE).is_file():
+        if not overwrite:
+            raise ConfigError(f"{run_dir}: holds a finished run ({METRICS_FILE}); pass overwrite=true to clear it "
+                              "and train again, or choose another run directory")
+        entries = run_dir.iterdir() if may_clear else ()
+        log.info("overwrite=true: clearing the finished run in %s", run_dir)
+        for entry in entries:
+            if entry.name in _HYDRA_ENTRIES:
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+    run_dir.mkdir(parents=True, exist_ok=True)
+
+
+def fit(setup: Setup) -> dict[str, Any]:
+    """Train, evaluate the test split, save the model and write ``metrics.json``.
+
+    Args:
+        setup: from :func:`build`.
+
+    Returns:
+        Final metrics: ``test_*`` (and ``val_*``) values, steps, seconds, and the saved model's path.
+    """
+    spec, task, model, run_dir = setup.spec, setup.task, setup.model, setup.run_dir
+    trainer = spec.trainer
+    replicas = setup.strategy.num_replicas_in_sync
+    log.info("training %s on %d replica(s): %d steps/epoch x %d epochs, %d optimizer updates, policy %s",
+             spec.run_name, replicas, setup.steps_per_epoch, trainer.epochs, setup.total_updates, setup.policy)
+    started = time.perf_counter()
+    history = model.fit(setup.train_data, epochs=trainer.epochs, steps_per_epoch=setup.steps_per_epoch,
+                        validation_data=setup.val_data, validation_steps=setup.val_steps,
+                        callbacks=setup.callbacks, verbose=2)
+    seconds = time.perf_counter() - started
+
+    metrics: dict[str, Any] = {f"val_{k}" if not k.startswith("val_") else k: float(v[-1])
+                               for k, v in history.history.items() if k.startswith("val_")}
+    if "test" in task.manifest.splits:
+        test_data, test_steps = task.build_inputs(setup.strategy, "test", training=False)
+        results = model.evaluate(test_data, steps=test_steps, return_dict=True, verbose=0)
+        metrics.update({f"test_{k}": v for k, v in task.report(model, results, run_dir, "test").items()})
+    model_dir = run_dir / "model"
+    task.save(model, model_dir)
+    metrics.update({"train_seconds": round(seconds, 2), "replicas": replicas, "updates": setup.total_updates,
+                    "steps_per_epoch": setup.steps_per_epoch, "epochs": trainer.epochs,
+                    "model_dir": str(model_dir)})
+    atomic.write_text(run_dir / METRICS_FILE, json.dumps(metrics, indent=2, sort_keys=True) + "\n")
+    if run_dir == setup.final_run_dir:
+        # The run is complete: a re-run with this directory should train afresh, not resume.
+        shutil.rmtree(run_dir / BACKUP_DIR, ignore_errors=True)
+    log.info("final metrics: %s", json.dumps(metrics, sort_keys=True))
+    return metrics
+
+
+def train(spec: TrainSpec, run_dir: str | os.PathLike) -> dict[str, Any]:
+    """``fit(build(spec, run_dir))``: one whole training run.
+
+    Args:
+        spec: the run's typed config.
+        run_dir: the run directory (see :func:`build`).
+
+    Returns:
+        The final metrics (see :func:`fit`).
+    """
+    return fit(build(spec, run_dir))

@@ -1,0 +1,181 @@
+"""What differs between training tasks, behind one small base class, and the typed spec of a whole run.
+
+``tfsent.training.loop`` runs the same sequence for every task (strategy, checks, data, model under scope, fit,
+evaluate, save). A :class:`Task` is built once from a :class:`TrainSpec` and caches what several steps need (the
+prepared data's manifest, the label map, the checkpoint's config), so each is read once per run. A new task is a
+subclass registered in ``TASKS`` that names its ``data`` and ``model`` spec types (Model Garden's
+``base_task.Task``: ``build_inputs``, ``build_model``, ``build_metrics``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import pathlib
+from typing import Any, ClassVar
+
+import tensorflow as tf
+import tf_keras
+
+from tfsent.config import ConfigError, TrainerSpec
+from tfsent.data.manifest import Manifest
+from tfsent.data.reader import make_distributed_dataset
+from tfsent.training.callbacks import CallbackSpec
+from tfsent.training.optim import OptimizerSpec
+
+# task name -> "module:class"; imported on use so that a run only loads the task it trains.
+TASKS = {"classification": "tfsent.training.classification:ClassificationTask",
+         "mlm": "tfsent.training.mlm:MaskedLMTask"}
+
+
+@dataclasses.dataclass
+class TrainSpec:
+    """Every config group of a training run, typed (``tfsent.train.train_spec`` builds it from the config).
+
+    Attributes:
+        task: a ``TASKS`` name.
+        seed: the run's seed (weights, shuffles, masks).
+        run_name: name of the run (logs).
+        strategy: a ``make_strategy`` string (``virtual_cpu:8``, ``tpu:<address>``, ...).
+        data: the task's data spec (``ClassificationDataSpec`` or ``CorpusSpec``).
+        model: the task's model spec (``ClassifierModelSpec`` or ``MaskedLMModelSpec``).
+        optimizer: the ``optimizer`` and ``schedule`` groups (``total_steps`` is set when the run knows it).
+        trainer: how ``fit()`` runs.
+        callbacks: checkpoints, backup, logs, reports.
+        overwrite: clear a run directory that holds a finished run and train again (otherwise it is refused).
+    """
+
+    task: str
+    seed: int
+    run_name: str
+    strategy: str
+    data: Any
+    model: Any
+    optimizer: OptimizerSpec
+    trainer: TrainerSpec
+    callbacks: CallbackSpec
+    overwrite: bool = False
+
+
+def task_class(name: str) -> type[Task]:
+    """The :class:`Task` subclass for a ``task`` config value.
+
+    Raises:
+        ConfigError: an unknown task name.
+    """
+    if name not in TASKS:
+        raise ConfigError(f"task={name!r} is unknown; expected one of {', '.join(TASKS)}")
+    module, cls = TASKS[name].split(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+class Task:
+    """The steps of a run that depend on the task. Subclasses set ``data_spec``/``model_spec`` and override the
+    methods that raise ``NotImplementedError``.
+
+    Attributes:
+        spec: the run's typed config.
+    """
+
+    data_spec: ClassVar[type]
+    model_spec: ClassVar[type]
+
+    def __init__(self, spec: TrainSpec):
+        for key, want in (("data", self.data_spec), ("model", self.model_spec)):
+            if not isinstance(getattr(spec, key), want):
+                raise ConfigError(f"task={spec.task} needs a {want.__name__} for {key}, got "
+                                  f"{type(getattr(spec, key)).__name__}")
+        self.spec = spec
+        self._manifest: Manifest | None = None
+
+    # Checks and data -------------------------------------------------------------------------------------------
+
+    def check(self) -> None:
+        """Everything that can fail before compute (labels, position embeddings, typos in nested groups)."""
+        raise NotImplementedError
+
+    def prepare(self) -> pathlib.Path:
+        """The prepared TFRecord folder of ``spec.data``, built now (offline) if it does not exist yet."""
+        raise NotImplementedError
+
+    def load_manifest(self, data_dir: pathlib.Path) -> Manifest:
+        """The dataset's manifest, checked against what the model expects (length, tokenizer, labels, shards)."""
+        raise NotImplementedError
+
+    @property
+    def manifest(self) -> Manifest:
+        """The checked manifest of the prepared data (prepared and checked on first use, then cached)."""
+        if self._manifest is None:
+            self._manifest = self.load_manifest(self.prepare())
+        return self._manifest
+
+    def map_fn(self):
+        """Batch-level ``map_fn`` of the input pipeline (feature dict -> what ``fit`` consumes)."""
+        raise NotImplementedError
+
+    def build_inputs(self, strategy: tf.distribute.Strategy, split: str, *, training: bool,
+                     skip_steps: int = 0) -> tuple[tf.distribute.DistributedDataset, int | None]:
+        """``(distributed dataset, steps)`` of a split for ``fit``/``evaluate``.
+
+        Args:
+            strategy: the run's strategy (each input pipeline reads its own shards).
+            split: ``train``, ``validation`` or ``test``.
+            training: shuffled, repeated (Keras keeps one iterator across epochs), length-bucketed when the
+                trainer asks; otherwise one padded pass.
+            skip_steps: global training steps a resumed run already trained on.
+        """
+        trainer = self.spec.trainer
+        return make_distributed_dataset(
+            strategy, self.manifest.directory, split,
+            global_batch_size=trainer.global_batch_size if training else trainer.eval_batch_size,
+            training=training, seed=self.spec.seed, shuffle_buffer=trainer.shuffle_buffer, map_fn=self.map_fn(),
+            length_buckets=self.length_buckets if training else None, manifest=self.manifest,
+            repeat=training, skip_steps=skip_steps if training else 0,
+            key="trainer.global_batch_size" if training else "trainer.eval_batch_size")
+
+    @property
+    def length_buckets(self) -> list[int] | None:
+        """Training length buckets (None: pad every batch to the data's length)."""
+        return None
+
+    # Model ------------------------------------------------------------------------------------------------------
+
+    def build_model(self) -> tf_keras.Model:
+        """The model, with its variables created (call under ``strategy.scope()``)."""
+        raise NotImplementedError
+
+    def build_optimizer(self, model: tf_keras.Model, total_updates: int, policy: str):
+        """The optimizer for ``total_updates`` optimizer updates under precision ``policy`` (under scope)."""
+        raise NotImplementedError
+
+    def loss(self) -> tf_keras.losses.Loss | None:
+        """The compiled loss; None when the model computes its own."""
+        return None
+
+    def metrics(self) -> list[tf_keras.metrics.Metric]:
+        """Weighted metrics to compile (filler rows have weight 0 and never count)."""
+        return []
+
+    def compile(self, model: tf_keras.Model, optimizer) -> None:
+        """``model.compile`` with the trainer's settings and this task's loss and metrics (under scope)."""
+        trainer = self.spec.trainer
+        extra: dict[str, Any] = {}
+        if self.loss() is not None:
+            extra = {"loss": self.loss(), "weighted_metrics": self.metrics()}
+        model.compile(optimizer=optimizer, steps_per_execution=trainer.steps_per_execution,
+                      jit_compile=trainer.jit_compile, **extra)
+
+    # Run outputs ------------------------------------------------------------------------------------------------
+
+    def callbacks(self, run_dir: pathlib.Path, model: tf_keras.Model) -> list[tf_keras.callbacks.Callback]:
+        """The callbacks of ``fit`` (``tfsent.training.callbacks.build_callbacks``)."""
+        raise NotImplementedError
+
+    def report(self, model: tf_keras.Model, results: dict[str, float], run_dir: pathlib.Path,
+               prefix: str) -> dict[str, Any]:
+        """Write what an ``evaluate()`` produced beyond scalars and return the scalar results."""
+        return {k: float(v) for k, v in results.items()}
+
+    def save(self, model: tf_keras.Model, model_dir: pathlib.Path) -> None:
+        """Save the final model where ``tfsent.predict`` can load it (``save_pretrained``)."""
+        raise NotImplementedError
