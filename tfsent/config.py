@@ -9,19 +9,23 @@ one library module live there (``OptimizerSpec`` in ``tfsent.training.optim``, `
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import pathlib
+import types
+import typing
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from omegaconf import DictConfig, OmegaConf
 
 from tfsent.data.errors import DataError
+from tfsent.errors import UserError
 
 T = TypeVar("T")
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError):
     """A config value that is missing, unknown or inconsistent; the message names the key."""
 
 
@@ -60,10 +64,46 @@ def spec_from_config(cls: type[T], node: Any, key: str, **overrides: Any) -> T:
     if unknown:
         raise ConfigError(f"unknown key(s) {', '.join(f'{key}.{u}' for u in unknown)}; "
                           f"{key} accepts: {', '.join(sorted(names))}")
+    hints = typing.get_type_hints(cls)
+    for name, value in values.items():
+        if not _matches(value, hints.get(name, Any)):
+            raise ConfigError(f"{key}.{name}={value!r} is not valid: expected {_describe(hints[name])}")
     try:
         return cls(**values)
     except TypeError as e:
         raise ConfigError(f"{key}: {e}") from e
+
+
+def _matches(value: Any, hint: Any) -> bool:
+    """Whether a config value fits a field's annotation (scalars, optionals, unions, lists, dicts; else accepted)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any or (origin is None and not isinstance(hint, type)):
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(_matches(value, a) for a in args)
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if origin in (list, tuple, collections.abc.Sequence):
+        return isinstance(value, (list, tuple)) and (not args or all(_matches(v, args[0]) for v in value))
+    if origin in (dict, collections.abc.Mapping):
+        return isinstance(value, dict)
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return isinstance(value, (dict, hint))
+    return isinstance(value, hint) if isinstance(hint, type) else True
+
+
+def _describe(hint: Any) -> str:
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(_describe(a) for a in typing.get_args(hint))
+    if hint is type(None):
+        return "null"
+    return getattr(hint, "__name__", str(hint)) if typing.get_origin(hint) is None else str(hint)
 
 
 def require(cfg: DictConfig, dotted: str) -> Any:

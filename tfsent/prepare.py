@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from tfsent.config import ClassificationDataSpec, conf_dir, require, spec_from_config, to_container
+from tfsent.config import ClassificationDataSpec, require, spec_from_config, to_container
 from tfsent.data.manifest import Manifest
+from tfsent.runtime.cli import hydra_entry
 
 
-def _main(cfg: Any) -> Manifest:
+def prepare(cfg: Any) -> Manifest:
+    """Prepare the configured ``data`` with ``model``'s tokenizer and return the written manifest."""
     from tfsent.data.prepare import prepare_classification
     from tfsent.models import load_tokenizer
 
@@ -28,11 +30,10 @@ def _main(cfg: Any) -> Manifest:
     return manifest
 
 
-def main() -> None:
-    """``python -m tfsent.prepare`` / ``tfsent-prepare``: Hydra entry point over ``conf/prepare.yaml``."""
-    import hydra
-
-    hydra.main(version_base="1.3", config_path=str(conf_dir()), config_name="prepare")(_main)()
+@hydra_entry("prepare")
+def main(cfg: Any) -> Manifest:
+    """``python -m tfsent.prepare`` / ``tfsent-prepare``: a user's mistake is one ``error:`` line, exit status 2."""
+    return prepare(cfg)
 
 
 if __name__ == "__main__":

@@ -10,15 +10,15 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import hydra
 from omegaconf import DictConfig
 
 import tfsent  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
-from tfsent.config import ConfigError, TrainerSpec, conf_dir, spec_from_config, strategy_name, to_container
+from tfsent.config import ConfigError, TrainerSpec, spec_from_config, strategy_name, to_container
+from tfsent.runtime.cli import hydra_entry
 
 # Top-level keys of conf/train.yaml besides the groups; `paths` only feeds interpolations.
 _TOP_LEVEL = {"task", "seed", "run_name", "paths", "strategy", "data", "model", "optimizer", "schedule", "trainer",
-              "callbacks", "overwrite"}
+              "callbacks", "overwrite", "verbose"}
 
 
 def train_spec(cfg: DictConfig):
@@ -78,14 +78,12 @@ def train(cfg: DictConfig, run_dir: str | os.PathLike) -> dict[str, Any]:
     return loop.train(train_spec(cfg), run_dir)
 
 
-@hydra.main(version_base="1.3", config_path=str(conf_dir()), config_name="train")
+@hydra_entry("train")
 def main(cfg: DictConfig) -> float | None:
+    """``python -m tfsent.train +experiment=...``: a user's mistake is one ``error:`` line and exit status 2."""
     from hydra.core.hydra_config import HydraConfig
 
-    try:
-        metrics = train(cfg, HydraConfig.get().runtime.output_dir)
-    except ConfigError as e:
-        raise SystemExit(f"config error: {e}") from None
+    metrics = train(cfg, HydraConfig.get().runtime.output_dir)
     return metrics.get("test_accuracy")
 
 

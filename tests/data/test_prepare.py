@@ -97,12 +97,12 @@ def test_hydra_config_composes_and_runs(tmp_path):
     from hydra import compose, initialize_config_dir
 
     from tfsent.config import conf_dir
-    from tfsent.prepare import _main
+    from tfsent.prepare import prepare
 
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         cfg = compose("prepare", overrides=["data=phrasebank_allagree", "data.max_seq_length=16",
                                             f"paths.root_dir={REPO}", f"paths.prepared_dir={tmp_path}"])
-    manifest = _main(cfg)
+    manifest = prepare(cfg)
     assert manifest.directory == tmp_path / "phrasebank_allagree-minilm_l6-len16"
     assert manifest.max_seq_length == 16 and manifest.splits["train"].count == 1812
     assert [len(s.shards) for s in manifest.splits.values()] == [4, 1, 1]

@@ -16,11 +16,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import tensorflow as tf
+from tfsent.errors import UserError
 
 _GENERIC = re.compile(r"^LABEL_\d+$", re.IGNORECASE)
 
 
-class LabelError(ValueError):
+class LabelError(UserError):
     """The dataset's label names cannot be matched to the model's."""
 
 

@@ -36,6 +36,8 @@ from transformers import AutoConfig, PretrainedConfig
 from transformers.modeling_tf_pytorch_utils import load_pytorch_state_dict_in_tf2_model
 from transformers.modeling_tf_utils import load_tf_weights
 
+from tfsent.errors import UserError
+
 log = logging.getLogger(__name__)
 
 # Packaged checkpoint name -> (importable package, subfolder with the HF files).
@@ -56,7 +58,7 @@ HUB_ALLOW_PATTERNS = [
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UserError):
     """A source that cannot be found, downloaded or read; the message names the source or file."""
 
 
@@ -244,7 +246,7 @@ OFFSET_POSITION_MODELS = frozenset({
 })
 
 
-class PositionError(ValueError):
+class PositionError(UserError):
     """``max_position_embeddings`` is too small for the requested ``max_seq_length``."""
 
 

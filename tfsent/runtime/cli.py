@@ -126,6 +126,10 @@ def hydra_entry(config_name: str) -> Callable[[Callable[[DictConfig], Any]], Cal
 
         @functools.wraps(job)
         def main() -> Any:
+            # Hydra names the job (and its log file) after the file that calls hydra.main, which is this one:
+            # name it after the entry point instead (train.log, predict.log, ...).
+            if not any(a.startswith("hydra.job.name=") for a in sys.argv[1:]):
+                sys.argv.append(f"hydra.job.name={config_name}")
             cfg = None if _full_errors() else check_command_line(config_name, sys.argv[1:])
             quiet_start(verbose=bool(cfg.get("verbose", False)) if cfg is not None else False)
             return hydra_main()

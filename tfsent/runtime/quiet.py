@@ -75,7 +75,7 @@ _ACTIVE: NativeLogFilter | None = None
 
 
 def quiet_start(verbose: bool = False) -> None:
-    """Hide native INFO/WARNING lines, absl's Python INFO chatter and known banners, unless ``verbose``.
+    """Hide native INFO/WARNING lines, absl's and TensorFlow's Python INFO lines and known banners, unless ``verbose``.
 
     Args:
         verbose: show everything (TensorFlow C++ logs included where TensorFlow has not logged yet).
@@ -84,7 +84,10 @@ def quiet_start(verbose: bool = False) -> None:
     if verbose:
         os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"
         return
-    logging.getLogger("absl").setLevel(logging.WARNING)
+    # absl's and TensorFlow's Python INFO lines (sharding callbacks, "Using MirroredStrategy with devices ...")
+    # would reach Hydra's console handler through the root logger.
+    for name in ("absl", "tensorflow"):
+        logging.getLogger(name).setLevel(logging.WARNING)
     for name, text in BANNERS:
         logging.getLogger(name).addFilter(lambda record, text=text: text not in record.getMessage())
     user_chose_level = os.environ.get("TFSENT_DEFAULT_LOG_LEVEL") != "1"

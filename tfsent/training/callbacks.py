@@ -7,7 +7,7 @@ Layout under the run directory::
     checkpoints/last/         TF checkpoint of the last finished epoch, + checkpoint.json
     metrics.csv               one row per epoch (appended on resume)
     tensorboard/              TensorBoard event files
-    reports/                  val_epoch_NNN_confusion.{json,png}, val_last_*, (train.py adds test_*)
+    reports/                  val_epoch_NNN_confusion.{json,png}, val_last_*, curves.png, (the loop adds test_*)
     model/                    the final model (``save_pretrained``, written by the training loop after fit())
 
 Resuming mid-epoch: Keras's own ``BackupAndRestore`` records the *first* step of an execution and counts
@@ -35,6 +35,7 @@ import tf_keras
 from tfsent.config import ConfigError
 from tfsent.runtime import atomic
 from tfsent.runtime.workers import BACKUP_DIR
+from tfsent.training.curves import CurvesCallback
 from tfsent.training.metrics import ConfusionMatrix, find_confusion_metric
 from tfsent.training.reports import confusion_report
 
@@ -67,6 +68,7 @@ class CallbackSpec:
         tensorboard_update_freq: ``epoch`` or a number of steps between TensorBoard writes.
         confusion_report: write validation confusion reports (JSON + PNG + text).
         confusion_every_epoch: one report per validated epoch; otherwise only ``val_last`` at the end.
+        curves: draw ``reports/curves.png`` (loss and metrics per epoch, train vs validation) after every epoch.
     """
 
     monitor: str = "val_macro_f1"
@@ -81,6 +83,7 @@ class CallbackSpec:
     tensorboard_update_freq: int | str = "epoch"
     confusion_report: bool = True
     confusion_every_epoch: bool = True
+    curves: bool = True
 
     def __post_init__(self) -> None:
         if self.mode not in ("max", "min"):
@@ -304,17 +307,18 @@ class ConfusionMatrixCallback(tf_keras.callbacks.Callback):
             confusion_report(self.last[1], self.label_names, self.out_dir, "val_last")
 
 
-def build_callbacks(spec: CallbackSpec, run_dir: str | os.PathLike, *,
-                    label_names: Sequence[str] | None = None) -> list[tf_keras.callbacks.Callback]:
+def build_callbacks(spec: CallbackSpec, run_dir: str | os.PathLike, *, label_names: Sequence[str] | None = None,
+                    title: str = "") -> list[tf_keras.callbacks.Callback]:
     """The callbacks for ``fit()``, in the order they must run.
 
     Args:
         spec: what to set up.
         run_dir: the run directory (see the module docstring for its layout).
         label_names: label names for the confusion reports; default: the model's ``label_names``.
+        title: the run's name, drawn over the training curves.
 
     Returns:
-        TensorBoard, CSVLogger, ConfusionMatrixCallback, best and last EpochCheckpoint,
+        TensorBoard, CSVLogger, ConfusionMatrixCallback, CurvesCallback, best and last EpochCheckpoint,
         StepBackupAndRestore (each only if enabled). The backup comes last so that an epoch's logs, reports and
         checkpoints are written before the backup marks the epoch done.
     """
@@ -329,6 +333,8 @@ def build_callbacks(spec: CallbackSpec, run_dir: str | os.PathLike, *,
         callbacks.append(tf_keras.callbacks.CSVLogger(str(run_dir / CSV_FILE), append=True))
     if spec.confusion_report:
         callbacks.append(ConfusionMatrixCallback(label_names, run_dir / REPORTS_DIR, spec.confusion_every_epoch))
+    if spec.curves:
+        callbacks.append(CurvesCallback(run_dir / REPORTS_DIR, run_dir / CSV_FILE, title=title))
     if spec.save_best:
         callbacks.append(EpochCheckpoint(run_dir / BEST_DIR, monitor=spec.monitor, mode=spec.mode,
                                          restore_at_end=spec.restore_best_at_end))

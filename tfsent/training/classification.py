@@ -148,7 +148,7 @@ class ClassificationTask(Task):
 
     def callbacks(self, run_dir: pathlib.Path, model: SequenceClassifier) -> list[tf_keras.callbacks.Callback]:
         """Checkpoints (best, last), BackupAndRestore, CSV, TensorBoard and validation confusion reports."""
-        return build_callbacks(self.spec.callbacks, run_dir, label_names=model.label_names)
+        return build_callbacks(self.spec.callbacks, run_dir, label_names=model.label_names, title=self.spec.run_name)
 
     def report(self, model: SequenceClassifier, results: dict[str, float], run_dir: pathlib.Path,
                prefix: str) -> dict[str, Any]:

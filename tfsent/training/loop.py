@@ -89,6 +89,7 @@ def build(spec: TrainSpec, run_dir: str | os.PathLike) -> Setup:
                    may_clear=spec.strategy != "multi_worker" or worker_info().is_chief)
     trainer = spec.trainer
     task = task_class(spec.task)(spec)
+    task.check_inputs()
 
     strategy = make_strategy(spec.strategy)
     # Only the chief writes the run directory; other workers save the same checkpoints (collective) into a

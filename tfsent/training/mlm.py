@@ -111,7 +111,7 @@ class MaskedLMTask(Task):
 
     def callbacks(self, run_dir: pathlib.Path, model: MaskedLM) -> list[tf_keras.callbacks.Callback]:
         """Checkpoints (best by validation loss, last), BackupAndRestore, CSV and TensorBoard logs."""
-        return build_callbacks(self.spec.callbacks, run_dir)
+        return build_callbacks(self.spec.callbacks, run_dir, title=self.spec.run_name)
 
     def save(self, model: MaskedLM, model_dir: pathlib.Path) -> None:
         """``save_pretrained`` with the corpus's own tokenizer, so prediction uses the same vocabulary."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import os
 import pathlib
 from typing import Any, ClassVar
 
@@ -18,6 +19,7 @@ import tensorflow as tf
 import tf_keras
 
 from tfsent.config import ConfigError, TrainerSpec
+from tfsent.data.errors import DataError
 from tfsent.data.manifest import Manifest
 from tfsent.data.reader import make_distributed_dataset
 from tfsent.training.callbacks import CallbackSpec
@@ -89,6 +91,18 @@ class Task:
         self._manifest: Manifest | None = None
 
     # Checks and data -------------------------------------------------------------------------------------------
+
+    def check_inputs(self) -> None:
+        """The source data exists and is readable: checked before the strategy or anything of TensorFlow is built.
+
+        Raises:
+            DataError: ``data.path`` is missing or unreadable.
+        """
+        path = pathlib.Path(self.spec.data.path)
+        if not path.exists():
+            raise DataError(f"{path}: not found (data.path)")
+        if not os.access(path, os.R_OK):
+            raise DataError(f"{path}: not readable (data.path)")
 
     def check(self) -> None:
         """Everything that can fail before compute (labels, position embeddings, typos in nested groups)."""
