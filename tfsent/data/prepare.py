@@ -7,6 +7,8 @@ corpus counterpart is ``tfsent.data.blocks.prepare_mlm_corpus``.
 from __future__ import annotations
 
 import collections
+import hashlib
+import json
 import logging
 import pathlib
 from typing import Any
@@ -19,12 +21,33 @@ from tfsent.data.features import encode_texts
 from tfsent.data.manifest import Manifest
 from tfsent.data.sources import PHRASEBANK_LABELS, read_records
 from tfsent.data.splits import check_fractions, split_indices
-from tfsent.data.tokenize import tokenizer_info
+from tfsent.data.tokenize import tokenizer_fingerprint, tokenizer_info
 from tfsent.data.writer import check_new_dir, write_split
 from tfsent.runtime import atomic
 from tfsent.runtime.atomic import sha256_file
 
 log = logging.getLogger(__name__)
+
+
+def data_identity(spec: ClassificationDataSpec, tokenizer: Any) -> dict[str, Any]:
+    """Everything that decides what a prepared classification dataset holds.
+
+    The source file's content (not its path), how it is read, the tokenizer, the length, the labels and the split.
+    ``prepare_classification`` records it in the manifest (``source.identity``); a run whose identity differs
+    from the recorded one must not reuse the folder.
+    """
+    return {"source_sha256": sha256_file(spec.path), "format": spec.format, "text_column": spec.text_column,
+            "label_column": spec.label_column, "id_column": spec.id_column, "encoding": spec.encoding,
+            "tokenizer": tokenizer_fingerprint(tokenizer), "max_seq_length": int(spec.max_seq_length),
+            "label_names": None if spec.label_names is None else list(spec.label_names),
+            "min_label_count": int(spec.min_label_count),
+            "split": {"seed": int(spec.split_seed), "fractions": dict(spec.split_fractions),
+                      "stratified": bool(spec.stratified), "group_duplicates": bool(spec.group_duplicates)}}
+
+
+def identity_key(identity: dict[str, Any]) -> str:
+    """A short stable key of a :func:`data_identity` (names the folder of data prepared under it)."""
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode("utf-8")).hexdigest()[:12]
 
 
 def prepare_classification(spec: ClassificationDataSpec, tokenizer: Any, out_dir: str | pathlib.Path | None = None, *,
@@ -82,7 +105,7 @@ def prepare_classification(spec: ClassificationDataSpec, tokenizer: Any, out_dir
             tokenizer=tokenizer_info(tokenizer, tokenizer_name or str(getattr(tokenizer, "name_or_path", ""))),
             features=next(iter(infos.values())).features, splits=infos, label_names=label_names,
             source={"path": str(spec.path), "format": spec.format, "sha256": sha256_file(spec.path),
-                    "count": len(records)},
+                    "count": len(records), "identity": data_identity(spec, tokenizer)},
             split={"seed": spec.split_seed, "fractions": fractions, "stratified": spec.stratified,
                    "group_duplicates": spec.group_duplicates})
         manifest.save(tmp)
