@@ -13,7 +13,7 @@ import tf_keras
 from tfsent.config import ClassificationDataSpec, ClassifierModelSpec
 from tfsent.data.tokenize import load_tokenizer, tokenizer_fingerprint
 from tfsent.data.manifest import Manifest, load_manifest
-from tfsent.data.prepare import data_identity, identity_key, prepare_classification
+from tfsent.data.prepare import data_identity, prepare_classification
 from tfsent.data.reader import to_keras
 from tfsent.models.classifier import ClassifierSpec, SequenceClassifier, build_classifier
 from tfsent.models.labels import LabelMap, head_labels
@@ -83,31 +83,12 @@ class ClassificationTask(Task):
                 head_labels(label_names, config, model=self.model_group.source)
             check_max_positions(config, int(self.data.max_seq_length))
 
-    def prepare(self) -> pathlib.Path:
-        """The prepared TFRecord folder for ``data``; tokenized now (offline) if it does not exist yet.
+    def data_identity(self) -> dict[str, Any]:
+        return data_identity(self.data, self.tokenizer)
 
-        A folder prepared under another identity (other source content, tokenizer, length, labels or split) is
-        never reused: the data is prepared into a sibling folder keyed by this identity instead, and one log line
-        says so.
-        """
-        directory = pathlib.Path(self.data.prepared_dir or "")
-        identity = data_identity(self.data, self.tokenizer)
-        if (directory / "manifest.json").is_file():
-            recorded = (load_manifest(directory).source or {}).get("identity") or {}
-            if recorded == identity:
-                return directory
-            keyed = directory.with_name(f"{directory.name}-{identity_key(identity)}")
-            differ = sorted(k for k in identity if recorded.get(k) != identity[k])
-            log.warning("%s was prepared from other data or settings (%s differ%s); %s %s", directory,
-                        ", ".join(differ), "s" if len(differ) == 1 else "",
-                        "using" if (keyed / "manifest.json").is_file() else "preparing into", keyed)
-            directory = keyed
-            if (directory / "manifest.json").is_file():
-                return directory
-        source = self.model_group.tokenizer_source
-        log.info("preparing %s with tokenizer %s into %s", self.data.path, source, directory)
-        prepare_classification(self.data, self.tokenizer, directory, tokenizer_name=source)
-        return directory
+    def prepare_into(self, directory: pathlib.Path) -> None:
+        """Tokenize with the model's tokenizer (``model.tokenizer``, else ``model.source``)."""
+        prepare_classification(self.data, self.tokenizer, directory, tokenizer_name=self.model_group.tokenizer_source)
 
     def load_manifest(self, data_dir: pathlib.Path) -> Manifest:
         """The manifest, checked against the model's tokenizer, the configured length and labels, and the shards

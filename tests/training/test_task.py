@@ -1,4 +1,4 @@
-"""ClassificationTask: prepared data is reused only when it was prepared from the same data and settings."""
+"""Tasks: prepared data is reused only when it was prepared from the same data and settings."""
 
 import logging
 
@@ -44,3 +44,25 @@ def test_prepared_data_of_another_source_is_not_reused(tmp_path, caplog):
     _csv(a, 2)
     edited = _task(tmp_path, a).manifest
     assert edited.directory not in (shared, second.directory) and edited.source["sha256"] == sha256_file(a)
+
+
+def test_mlm_corpus_prepared_from_other_text_is_not_reused(tmp_path, caplog):
+    from tfsent.training.mlm import MaskedLMTask
+
+    corpus = tmp_path / "corpus.txt"
+
+    def task():
+        with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+            cfg = compose(config_name="train", overrides=[
+                "+experiment=roberta_mlm_tiny", "data.format=text", f"data.path={corpus}",
+                "data.max_seq_length=16", "model.config.max_position_embeddings=18", "model.config.vocab_size=300",
+                f"paths.prepared_dir={tmp_path / 'prepared'}"])
+        return MaskedLMTask(train_spec(cfg))
+
+    corpus.write_text("".join(f"sales rose {i} percent in quarter {i % 4}\n" for i in range(40)))
+    first = task().manifest
+    corpus.write_text("".join(f"costs fell {i} percent in region {i % 3}\n" for i in range(40)))
+    with caplog.at_level(logging.WARNING):
+        second = task().manifest
+    assert second.directory != first.directory and second.source["identity"]["source_sha256"] == sha256_file(corpus)
+    assert "(source_sha256 differs); preparing into" in caplog.text
