@@ -46,7 +46,8 @@ predict: ## Predict with a trained model: make predict CKPT=runs/.../model INPUT
 
 TRANSCRIPTS ?= ../shared/data/transcripts/ectsum/test
 demo: ## Offline end to end: fine-tune MiniLM-L6 on PhraseBank AllAgree, score sentences, then transcripts if present
-	$(PY) -m tfsent.train +experiment=finbert_tone data=phrasebank_allagree trainer.epochs=1 hydra.run.dir=$(RUN_DIR)/train
+	$(PY) -m tfsent.train +experiment=finbert_tone data=phrasebank_allagree trainer.epochs=1 overwrite=true \
+		hydra.run.dir=$(RUN_DIR)/train
 	$(PY) -m tfsent.predict ckpt_path=$(RUN_DIR)/train/model input=data/demo/sentences.txt input_format=text \
 		output=$(RUN_DIR)/sentences.csv hydra.run.dir=$(RUN_DIR)/predict-sentences
 	@cat $(RUN_DIR)/sentences.csv
@@ -56,8 +57,8 @@ demo: ## Offline end to end: fine-tune MiniLM-L6 on PhraseBank AllAgree, score s
 	else echo "demo: $(TRANSCRIPTS) absent; skipped the transcript scores"; fi
 
 quality: ## Reproduce the README quality table (MiniLM-L6 on PhraseBank 50Agree and AllAgree, CPU)
-	$(PY) -m tfsent.train +experiment=finbert_tone hydra.run.dir=runs/quality-50agree
-	$(PY) -m tfsent.train +experiment=finbert_tone data=phrasebank_allagree trainer.epochs=6 \
+	$(PY) -m tfsent.train +experiment=finbert_tone overwrite=true hydra.run.dir=runs/quality-50agree
+	$(PY) -m tfsent.train +experiment=finbert_tone data=phrasebank_allagree trainer.epochs=6 overwrite=true \
 		hydra.run.dir=runs/quality-allagree
 
 bench: ## Benchmarks side by side; writes bench/RESULTS.md

@@ -4,8 +4,9 @@ RoBERTa-small masked-LM step rate.
 The fit() side is what ``tfsent.train`` trains: ``tfsent.training.loop.build`` on the composed
 ``+experiment=finbert_tone`` config (strategy, checks, prepared TFRecords, the task's inputs, model, optimizer and
 ``compile`` with the trainer's ``steps_per_execution`` and ``jit_compile``). Checkpoint/TensorBoard callbacks and
-validation are left out of the timed ``fit()``: they run once per epoch, and an epoch here is a handful of steps. The hand-written step runs on the same model, with the same optimizer, over the same batches of
-the same dataset (read ahead into memory, so it pays no input pipeline), XLA-compiled like fit()'s.
+validation are left out of the timed ``fit()``: they run once per epoch, and an epoch here is a handful of steps.
+The hand-written step runs on the same model, with the same optimizer, over the same batches of the same dataset
+(read ahead into memory, so it pays no input pipeline), XLA-compiled like fit()'s.
 """
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ fi
 if [[ "${DEMO:-1}" == 1 ]]; then
   # Same commands as `make demo`; only the strategy differs (and it is the only TPU-specific code: the resolver).
   # shellcheck disable=SC2086  # TRAIN_ARGS is a list of Hydra overrides
-  run "$PYTHON" -m tfsent.train +experiment=finbert_tone strategy=tpu $TRAIN_ARGS "hydra.run.dir=$RUN_DIR/train"
+  run "$PYTHON" -m tfsent.train +experiment=finbert_tone strategy=tpu overwrite=true $TRAIN_ARGS "hydra.run.dir=$RUN_DIR/train"
   run "$PYTHON" -m tfsent.predict strategy=tpu "ckpt_path=$RUN_DIR/train/model" input=data/demo/sentences.txt \
       input_format=text "output=$RUN_DIR/sentences.csv" "hydra.run.dir=$RUN_DIR/predict-sentences"
   if [[ "${DRY_RUN:-0}" != 1 ]]; then cat "$RUN_DIR/sentences.csv"; fi

@@ -55,7 +55,8 @@ def tokenizer():
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory, tokenizer) -> pathlib.Path:
     root = tmp_path_factory.mktemp("data")
-    spec = ClassificationDataSpec(name="tiny", format="csv", path=str(_csv(root / "src.csv", _rows())), label_names=LABELS,
+    spec = ClassificationDataSpec(name="tiny", format="csv", path=str(_csv(root / "src.csv", _rows())),
+                                  label_names=LABELS,
                        max_seq_length=16, num_shards={"train": 2, "validation": 1, "test": 1})
     prepare_classification(spec, tokenizer, root / "prepared", tokenizer_name="minilm_l6")
     return root / "prepared"

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfsent.data.blocks import pack_blocks, prepare_mlm_corpus, read_documents, write_mlm_dataset
+from tfsent.config import CorpusSpec
+from tfsent.data.blocks import pack_blocks, read_documents
+from tfsent.data.prepare import corpus_identity, prepare_corpus, write_mlm_dataset
 from tfsent.data.errors import DataError
 from tfsent.data.masking import IGNORE_INDEX, MaskingSpec, masking_map_fn
 from tfsent.data.manifest import load_manifest
@@ -100,8 +102,10 @@ def test_reader_hook_masks_differently_each_epoch_and_repeats_across_runs(tiny_d
 
 
 def test_prepare_transcripts_split_dirs(tmp_path, transcripts_dir):
-    manifest = prepare_mlm_corpus(transcripts_dir, "split_dirs", tmp_path / "tr", vocab_size=400,
-                                  max_seq_length=64)
+    spec = CorpusSpec(name="tr", format="split_dirs", path=str(transcripts_dir), prepared_dir=str(tmp_path / "tr"),
+                      tokenizer={"vocab_size": 400}, max_seq_length=64)
+    manifest = prepare_corpus(spec)
+    assert manifest.source["identity"] == corpus_identity(spec)
     assert set(manifest.splits) == {"train", "validation", "test"}
     loaded = load_manifest(tmp_path / "tr")
     assert loaded.task == "mlm" and loaded.source["blocks"]["train"]["documents"] == 5
@@ -114,8 +118,9 @@ def test_unsplit_corpus_splits_documents_like_rows(tmp_path):
             for i in range(30)]
     (tmp_path / "corpus.txt").write_text("\n".join(docs) + "\n")
     fractions = {"train": 0.7, "validation": 0.3}
-    manifest = prepare_mlm_corpus(tmp_path / "corpus.txt", "text", tmp_path / "blocks", vocab_size=300,
-                                  max_seq_length=16, fractions=fractions, seed=5)
+    manifest = prepare_corpus(CorpusSpec(name="c", format="text", path=str(tmp_path / "corpus.txt"),
+                                         prepared_dir=str(tmp_path / "blocks"), tokenizer={"vocab_size": 300},
+                                         max_seq_length=16, split_fractions=fractions, split_seed=5))
     expected = split_indices([None] * len(docs), fractions, 5, stratified=False)
     blocks = manifest.source["blocks"]
     assert {s: blocks[s]["documents"] for s in fractions} == {s: len(idx) for s, idx in expected.items()} == {

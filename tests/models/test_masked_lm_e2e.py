@@ -6,7 +6,8 @@ import tensorflow as tf
 import tf_keras
 
 from helpers.mlm import evaluate_split, predict_split
-from tfsent.data.blocks import prepare_mlm_corpus
+from tfsent.config import CorpusSpec
+from tfsent.data.prepare import prepare_corpus
 from tfsent.data.masking import IGNORE_INDEX, MaskingSpec, masking_map_fn
 from tfsent.data.manifest import load_manifest
 from tfsent.data.reader import make_distributed_dataset
@@ -32,8 +33,9 @@ def _unigram_baseline(data_dir, predictions):
 @pytest.mark.slow  # a tokenizer, 480 training steps on 8 replicas, three evaluations
 def test_pretrain_tiny_roberta_on_phrasebank(tmp_path, phrasebank_dir):
     data_dir = tmp_path / "data"
-    prepare_mlm_corpus(phrasebank_dir / "Sentences_AllAgree.txt", "phrasebank", data_dir, vocab_size=400,
-                       max_seq_length=LENGTH, fractions={"train": 0.9, "validation": 0.1}, num_shards=2)
+    prepare_corpus(CorpusSpec(name="pb", format="phrasebank", path=str(phrasebank_dir / "Sentences_AllAgree.txt"),
+                              prepared_dir=str(data_dir), tokenizer={"vocab_size": 400}, max_seq_length=LENGTH,
+                              split_fractions={"train": 0.9, "validation": 0.1}, num_shards=2))
     tokenizer = load_tokenizer(data_dir / "tokenizer")
     strategy = make_strategy("virtual_cpu:8")
     spec = MaskedLMSpec(vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=2, num_attention_heads=2,

@@ -91,3 +91,15 @@ def sha256_file(path: str | os.PathLike) -> str:
     digest = hashlib.sha256()
     update_with_file(digest, path)
     return digest.hexdigest()
+
+
+def sha256_tree(path: str | os.PathLike) -> str:
+    """Hex SHA-256 of a file, or of a folder's files (relative names and bytes, in sorted order)."""
+    path = pathlib.Path(path)
+    if not path.is_dir():
+        return sha256_file(path)
+    digest = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(file.relative_to(path).as_posix().encode("utf-8") + b"\0")
+        update_with_file(digest, file)
+    return digest.hexdigest()

@@ -13,7 +13,7 @@ import tf_keras
 from tfsent.config import ClassificationDataSpec, ClassifierModelSpec
 from tfsent.data.tokenize import load_tokenizer, tokenizer_fingerprint
 from tfsent.data.manifest import Manifest, load_manifest
-from tfsent.data.prepare import prepare_classification
+from tfsent.data.prepare import data_identity, prepare_classification
 from tfsent.data.reader import to_keras
 from tfsent.models.classifier import ClassifierSpec, SequenceClassifier, build_classifier
 from tfsent.models.labels import LabelMap, head_labels
@@ -83,14 +83,12 @@ class ClassificationTask(Task):
                 head_labels(label_names, config, model=self.model_group.source)
             check_max_positions(config, int(self.data.max_seq_length))
 
-    def prepare(self) -> pathlib.Path:
-        """The prepared TFRecord folder for ``data``; tokenized now (offline) if it does not exist yet."""
-        directory = pathlib.Path(self.data.prepared_dir or "")
-        if not (directory / "manifest.json").is_file():
-            source = self.model_group.tokenizer_source
-            log.info("preparing %s with tokenizer %s into %s", self.data.path, source, directory)
-            prepare_classification(self.data, self.tokenizer, directory, tokenizer_name=source)
-        return directory
+    def data_identity(self) -> dict[str, Any]:
+        return data_identity(self.data, self.tokenizer)
+
+    def prepare_into(self, directory: pathlib.Path) -> None:
+        """Tokenize with the model's tokenizer (``model.tokenizer``, else ``model.source``)."""
+        prepare_classification(self.data, self.tokenizer, directory, tokenizer_name=self.model_group.tokenizer_source)
 
     def load_manifest(self, data_dir: pathlib.Path) -> Manifest:
         """The manifest, checked against the model's tokenizer, the configured length and labels, and the shards

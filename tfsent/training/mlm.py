@@ -5,13 +5,15 @@ from __future__ import annotations
 import dataclasses
 import logging
 import pathlib
+from typing import Any
 
 import tf_keras
 
 from tfsent.config import ConfigError, CorpusSpec, MaskedLMModelSpec, spec_from_config
-from tfsent.data.blocks import TOKENIZER_DIR, prepare_mlm_corpus
+from tfsent.data.blocks import TOKENIZER_DIR
 from tfsent.data.manifest import Manifest, load_manifest
 from tfsent.data.masking import MaskingSpec, masking_map_fn
+from tfsent.data.prepare import corpus_identity, prepare_corpus
 from tfsent.data.tokenize import load_tokenizer, tokenizer_fingerprint
 from tfsent.models.masked_lm import MaskedLM, MaskedLMSpec, build_masked_lm
 from tfsent.runtime.precision import wrap_optimizer
@@ -66,17 +68,12 @@ class MaskedLMTask(Task):
             raise ConfigError("optimizer.unfreeze_initial_groups: gradual unfreezing is for fine-tuning, not "
                               "pretraining")
 
-    def prepare(self) -> pathlib.Path:
-        """The block dataset for ``data``; built now (tokenizer trained on the train split) if it does not exist."""
-        data = self.data
-        directory = pathlib.Path(data.prepared_dir)
-        if not (directory / "manifest.json").is_file():
-            log.info("preparing MLM corpus %s into %s", data.path, directory)
-            prepare_mlm_corpus(data.path, data.format, directory, vocab_size=data.tokenizer.vocab_size,
-                               max_seq_length=int(data.max_seq_length), min_frequency=data.tokenizer.min_frequency,
-                               fractions=data.split_fractions, seed=int(data.split_seed),
-                               num_shards=int(data.num_shards), last_block=str(data.last_block))
-        return directory
+    def data_identity(self) -> dict[str, Any]:
+        return corpus_identity(self.data)
+
+    def prepare_into(self, directory: pathlib.Path) -> None:
+        """Train the BPE on the corpus's train split and write the blocks."""
+        prepare_corpus(self.data, directory)
 
     def tokenizer_of(self, data_dir: pathlib.Path):
         """The corpus's own tokenizer, loaded once."""

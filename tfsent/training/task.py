@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import logging
 import os
 import pathlib
 from typing import Any, ClassVar
@@ -20,10 +21,13 @@ import tf_keras
 
 from tfsent.config import ConfigError, TrainerSpec
 from tfsent.data.errors import DataError
-from tfsent.data.manifest import Manifest
+from tfsent.data.manifest import MANIFEST, Manifest, load_manifest
+from tfsent.data.prepare import identity_key
 from tfsent.data.reader import make_distributed_dataset
 from tfsent.training.callbacks import CallbackSpec
 from tfsent.training.optim import OptimizerSpec
+
+log = logging.getLogger(__name__)
 
 # task name -> "module:class"; imported on use so that a run only loads the task it trains.
 TASKS = {"classification": "tfsent.training.classification:ClassificationTask",
@@ -108,9 +112,37 @@ class Task:
         """Everything that can fail before compute (labels, position embeddings, typos in nested groups)."""
         raise NotImplementedError
 
-    def prepare(self) -> pathlib.Path:
-        """The prepared TFRecord folder of ``spec.data``, built now (offline) if it does not exist yet."""
+    def data_identity(self) -> dict[str, Any]:
+        """What decides the prepared data's content (recorded in its manifest as ``source.identity``)."""
         raise NotImplementedError
+
+    def prepare_into(self, directory: pathlib.Path) -> None:
+        """Prepare ``spec.data`` into ``directory`` (offline; atomically)."""
+        raise NotImplementedError
+
+    def prepare(self) -> pathlib.Path:
+        """The prepared TFRecord folder of ``spec.data``, built now (offline) if it does not exist yet.
+
+        A folder prepared under another identity (other source content, tokenizer, length, labels, split...) is
+        never reused: the data goes to a sibling folder keyed by this identity instead, and one log line says so.
+        """
+        directory = pathlib.Path(self.spec.data.prepared_dir or "")
+        identity = self.data_identity()
+        if (directory / MANIFEST).is_file():
+            recorded = (load_manifest(directory).source or {}).get("identity") or {}
+            if recorded == identity:
+                return directory
+            keyed = directory.with_name(f"{directory.name}-{identity_key(identity)}")
+            differ = sorted(k for k in identity if recorded.get(k) != identity[k])
+            log.warning("%s was prepared from other data or settings (%s differ%s); %s %s", directory,
+                        ", ".join(differ), "s" if len(differ) == 1 else "",
+                        "using" if (keyed / MANIFEST).is_file() else "preparing into", keyed)
+            directory = keyed
+            if (directory / MANIFEST).is_file():
+                return directory
+        log.info("preparing %s into %s", self.spec.data.path, directory)
+        self.prepare_into(directory)
+        return directory
 
     def load_manifest(self, data_dir: pathlib.Path) -> Manifest:
         """The dataset's manifest, checked against what the model expects (length, tokenizer, labels, shards)."""
