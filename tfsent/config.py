@@ -154,6 +154,10 @@ def _nested(cls: type[T], value: Any, key: str) -> T:
     return value if isinstance(value, cls) else spec_from_config(cls, value, key)
 
 
+# [CLS] and [SEP] (or <s> and </s>) leave room for a few tokens of text.
+MIN_SEQ_LENGTH = 8
+
+
 @dataclasses.dataclass
 class ClassificationDataSpec:
     """``data`` group of a classification task: where the source is, how to split it and how to write it.
@@ -193,6 +197,17 @@ class ClassificationDataSpec:
     group_duplicates: bool = True
     num_shards: int | dict[str, int] = 1
     prepared_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        # Only what a reader of the file can check; the source itself is checked when it is opened.
+        if self.max_seq_length < MIN_SEQ_LENGTH:
+            raise ConfigError(f"data.max_seq_length must be >= {MIN_SEQ_LENGTH} (special tokens included), "
+                              f"got {self.max_seq_length}")
+        if self.min_label_count < 1:
+            raise ConfigError(f"data.min_label_count must be >= 1, got {self.min_label_count}")
+        fractions = dict(self.split_fractions)
+        if any(f <= 0 for f in fractions.values()) or abs(sum(fractions.values()) - 1.0) > 1e-6:
+            raise ConfigError(f"data.split_fractions must be positive and sum to 1, got {fractions}")
 
     def shards_for(self, split: str) -> int:
         """Number of shard files for ``split``.

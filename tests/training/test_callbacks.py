@@ -106,6 +106,7 @@ import tf_keras  # noqa: E402
 from tfsent.training.callbacks import (CallbackSpec, ConfusionMatrixCallback, EpochCheckpoint,  # noqa: E402
                                        StepBackupAndRestore, build_callbacks, restore_checkpoint, resume_point)
 from tfsent.config import ConfigError  # noqa: E402
+from tfsent.training.curves import CurvesCallback  # noqa: E402
 from tfsent.training.metrics import classification_metrics  # noqa: E402
 
 
@@ -194,9 +195,9 @@ def test_spec_checks_values_and_names_the_key():
 def test_build_callbacks_order_and_switches(tmp_path):
     kinds = [type(c) for c in build_callbacks(CallbackSpec(), tmp_path)]
     assert kinds == [tf_keras.callbacks.TensorBoard, tf_keras.callbacks.CSVLogger, ConfusionMatrixCallback,
-                     EpochCheckpoint, EpochCheckpoint, StepBackupAndRestore]
+                     CurvesCallback, EpochCheckpoint, EpochCheckpoint, StepBackupAndRestore]
     off = CallbackSpec(backup=False, save_best=False, save_last=False, csv=False, tensorboard=False,
-                       confusion_report=False)
+                       confusion_report=False, curves=False)
     assert build_callbacks(off, tmp_path) == []
     assert resume_point(CallbackSpec(), tmp_path, 8) == (0, 0, 0)
 
