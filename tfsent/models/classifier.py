@@ -25,6 +25,7 @@ from transformers import (BertConfig, RobertaConfig, TFBertForSequenceClassifica
 from tfsent.runtime import atomic
 from tfsent.models import labels as labels_lib
 from tfsent.models import loading
+from tfsent.models import torch_format
 from tfsent.models.positions import check_max_positions
 
 ARCHS = {
@@ -170,6 +171,7 @@ class SequenceClassifier(tf_keras.Model):
         directory = pathlib.Path(directory)
         with atomic.directory(directory, overwrite=True) as tmp:
             self.hf_model.save_pretrained(str(tmp))
+            torch_format.write_torch_safetensors(self.hf_model, tmp)
             if tokenizer is not None:
                 tokenizer.save_pretrained(str(tmp))
             meta = {"format": META_FORMAT, "arch": self.arch, "label_names": self.label_names,

@@ -24,6 +24,7 @@ import tf_keras
 
 from tfsent.runtime import atomic
 from tfsent.data.masking import IGNORE_INDEX
+from tfsent.models import torch_format
 from tfsent.models.loading import CheckpointError, load_weights
 from tfsent.models.positions import PositionError, check_max_positions  # noqa: F401  (PositionError re-exported)
 
@@ -238,6 +239,7 @@ class MaskedLM(tf_keras.Model):
         directory = pathlib.Path(directory)
         with atomic.directory(directory, overwrite=True) as tmp:
             self.roberta.save_pretrained(tmp)
+            torch_format.write_torch_safetensors(self.roberta, tmp)
             tokenizer.save_pretrained(tmp)
             (tmp / SPEC_FILE).write_text(json.dumps(dataclasses.asdict(self.spec), indent=2, sort_keys=True) + "\n")
         return directory
