@@ -4,6 +4,8 @@ The slow test opens the same folder with PyTorch transformers in ``bench/.venv-t
 """
 
 import json
+import pathlib
+import sys
 
 import numpy as np
 import pytest
@@ -12,23 +14,28 @@ import tf_keras
 from safetensors import safe_open
 from transformers import TFRobertaForMaskedLM
 
-from tfsent.models import ClassifierSpec, build_classifier, load_weights
+from tfsent.models import ClassifierSpec, build_classifier, load_tokenizer, load_weights
 from tfsent.models.masked_lm import MaskedLMSpec, build_masked_lm
 from tfsent.models.torch_format import torch_state_dict
 from tfsent.tokenizer_training import load_tokenizer as load_bpe_tokenizer
 from tfsent.tokenizer_training import train_bpe_tokenizer
 
+REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))  # bench/ is not a package of tfsent
+
+from bench import torch_open  # noqa: E402
+
 VOCAB, LENGTH = 300, 16
 LABELS = ["negative", "neutral", "positive"]
 
 
-def tiny_classifier(arch: str, seed: int):
+def tiny_classifier(arch: str, seed: int, vocab_size: int = VOCAB, positions: int = LENGTH + 2):
     tf_keras.utils.set_random_seed(seed)
-    config = dict(arch=arch, vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                  intermediate_size=64, max_position_embeddings=LENGTH + 2)
+    config = dict(arch=arch, vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                  intermediate_size=64, max_position_embeddings=positions)
     if arch == "roberta":
         config.update(pad_token_id=1, type_vocab_size=1)
-    return build_classifier(ClassifierSpec(config=config, label_names=LABELS, max_seq_length=LENGTH))
+    return build_classifier(ClassifierSpec(config=config, label_names=LABELS, max_seq_length=positions - 2))
 
 
 def token_batch(arch: str) -> dict:
@@ -124,3 +131,39 @@ def test_model_built_inside_a_wrapper_scope_is_refused():
     with pytest.raises(ValueError, match=r"maps to PyTorch name 'tf_bert_for_sequence_classification(_\d+)?\.bert\..*"
                                          r"build the model in its own name scope"):
         torch_state_dict(hf_model)
+
+
+TORCH_VENVS = {"transformers 4": REPO / "bench" / ".venv-torch", "transformers 5": REPO / "bench" / ".venv-torch5"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("venv_name", sorted(TORCH_VENVS))
+def test_pytorch_transformers_open_the_folder_and_score_as_tfsent(tmp_path, venv_name):
+    python = TORCH_VENVS[venv_name] / "bin" / "python"
+    if not python.is_file():
+        pytest.skip(f"{TORCH_VENVS[venv_name]} is absent: `python bench/torch_open.py --v5` creates it "
+                    "(torch never enters tfsent's venv)")
+    texts = [t for t in (REPO / "data" / "demo" / "sentences.txt").read_text().splitlines() if t.strip()]
+    bpe = load_bpe_tokenizer(train_bpe_tokenizer(texts * 5, VOCAB, tmp_path / "tok", model_max_length=LENGTH))
+    for arch, tokenizer in (("bert", load_tokenizer("minilm_l6")), ("roberta", bpe)):
+        model = tiny_classifier(arch, seed=0, vocab_size=tokenizer.vocab_size, positions=130)
+        kernel = (model.hf_model.classifier if arch == "bert" else model.hf_model.classifier.out_proj).kernel
+        kernel.assign(np.random.default_rng(0).normal(0, 4, kernel.shape).astype(np.float32))  # spread the scores
+        model_dir = model.save_pretrained(tmp_path / arch, tokenizer=tokenizer)
+        labels, probs = torch_open.tfsent_probs(model_dir, texts, tmp_path)
+        got = torch_open.run_torch_side(python, torch_open.classifier_job(model_dir, texts, 128))
+        assert got["loading"]["missing_keys"] == [] and got["loading"]["unexpected_keys"] == []
+        np.testing.assert_allclose(np.asarray(got["values"]), probs, atol=1e-4, rtol=0, err_msg=arch)
+        assert np.asarray(got["values"]).argmax(-1).tolist() == labels.tolist()
+
+    spec = MaskedLMSpec(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_seq_length=LENGTH)
+    mlm = build_masked_lm(spec)
+    mlm.save_pretrained(tmp_path / "mlm", bpe)
+    ids = token_batch("roberta")["input_ids"].numpy()
+    ids[:, 0], ids[:, -1] = 0, 2
+    job = {"model_dir": str(tmp_path / "mlm"), "auto_class": "AutoModelForMaskedLM", "input_ids": ids.tolist()}
+    got = torch_open.run_torch_side(python, job)
+    assert got["architecture"] == "RobertaForMaskedLM" and got["loading"]["missing_keys"] == []
+    want = mlm({"input_ids": tf.constant(ids), "attention_mask": tf.ones_like(ids)}).numpy()
+    np.testing.assert_allclose(np.asarray(got["values"]), want, atol=1e-4, rtol=0)
