@@ -32,9 +32,9 @@ TINY = dict(arch="bert", vocab_size=30522, hidden_size=32, num_hidden_layers=2, 
 CUSTOM_OPS = ["FastBertNormalize", "FastWordpieceTokenizeWithOffsets", "NormalizeUTF8"]
 
 
-def sharpen_head(model, seed: int = 0) -> None:
+def sharpen_head(model, std: float = 4.0) -> None:
     kernel = model.hf_model.classifier.kernel
-    kernel.assign(np.random.default_rng(seed).normal(0, 4, kernel.shape).astype(np.float32))
+    kernel.assign(np.random.default_rng(0).normal(0, std, kernel.shape).astype(np.float32))
 
 
 def serving_texts(phrasebank_dir: pathlib.Path, n: int = 500) -> list[str]:
@@ -64,7 +64,7 @@ def assert_served_like_predict(served: dict, frame: pd.DataFrame, atol: float) -
     assert served["label_id"] == frame["label_id"].tolist()
     np.testing.assert_allclose(np.array(served["probs"]), frame[[f"prob_{k}" for k in LABELS]].to_numpy(),
                                atol=atol, rtol=0)
-    assert len(set(served["label"])) == len(LABELS)
+    assert len(set(served["label"])) >= 2
 
 
 @pytest.fixture(scope="module")
@@ -76,19 +76,26 @@ def tiny_ckpt(tmp_path_factory) -> pathlib.Path:
     return model.save_pretrained(path, tokenizer=load_tokenizer("minilm_l6"))
 
 
-def test_exported_model_serves_raw_text_like_predict(tiny_ckpt, phrasebank_dir, tmp_path, monkeypatch):
+def export_and_serve(ckpt: pathlib.Path, phrasebank_dir: pathlib.Path, tmp_path: pathlib.Path, monkeypatch,
+                     max_length: int) -> pathlib.Path:
+    """Export through the command line, serve 508 sentences in a fresh process, compare with tfsent.predict."""
     out = tmp_path / "export"
-    monkeypatch.setattr(sys, "argv", ["tfsent.export", f"ckpt_path={tiny_ckpt}", f"output={out}",
+    monkeypatch.setattr(sys, "argv", ["tfsent.export", f"ckpt_path={ckpt}", f"output={out}",
                                       f"hydra.run.dir={tmp_path / 'hydra'}"])
     main()
     meta = json.loads((out / "tfsent_export.json").read_text())
-    assert meta["custom_ops"] == CUSTOM_OPS and meta["max_length"] == 64 and meta["label_names"] == LABELS
+    assert meta["custom_ops"] == CUSTOM_OPS and meta["max_length"] == max_length and meta["label_names"] == LABELS
 
     texts = serving_texts(phrasebank_dir)
     assert len(texts) == 508
     served = serve_in_fresh_process(out, texts, tmp_path)
     assert served["unregistered_ops"] == CUSTOM_OPS  # exactly what core TensorFlow lacks without tensorflow_text
-    assert_served_like_predict(served, predict_reference(tiny_ckpt, texts, tmp_path), atol=1e-5)
+    assert_served_like_predict(served, predict_reference(ckpt, texts, tmp_path), atol=1e-5)
+    return out
+
+
+def test_exported_model_serves_raw_text_like_predict(tiny_ckpt, phrasebank_dir, tmp_path, monkeypatch):
+    out = export_and_serve(tiny_ckpt, phrasebank_dir, tmp_path, monkeypatch, max_length=64)
 
     shown = subprocess.run([str(pathlib.Path(sys.executable).parent / "saved_model_cli"), "show", "--dir", str(out),
                             "--all"], capture_output=True, text=True, timeout=600)
@@ -141,3 +148,12 @@ def test_token_id_export_from_the_command_line(tiny_ckpt, tmp_path, monkeypatch)
     meta = json.loads((out / "tfsent_export.json").read_text())
     assert meta["inputs"] == ["input_ids", "attention_mask", "token_type_ids"] and "custom_ops" not in meta
     assert (out / "tokenizer" / "vocab.txt").is_file()
+
+
+@pytest.mark.slow
+def test_minilm_export_serves_raw_text_like_predict(phrasebank_dir, tmp_path, monkeypatch):
+    tf_keras.utils.set_random_seed(0)
+    model = build_classifier(ClassifierSpec(source="minilm_l6", label_names=LABELS))
+    sharpen_head(model, std=0.5)
+    ckpt = model.save_pretrained(tmp_path / "minilm", tokenizer=load_tokenizer("minilm_l6"))
+    export_and_serve(ckpt, phrasebank_dir, tmp_path, monkeypatch, max_length=512)
