@@ -71,8 +71,8 @@ def log(msg: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def ensure_torch_venv(venv: pathlib.Path = TORCH_VENV) -> pathlib.Path:
-    """The torch venv's python, creating the venv first if it is missing or incomplete.
+def ensure_torch_venv(venv: pathlib.Path = TORCH_VENV, requirements: list[str] = TORCH_REQUIREMENTS) -> pathlib.Path:
+    """The torch venv's python, creating the venv first (with ``requirements``) if it is missing or incomplete.
 
     Raises:
         RuntimeError: the venv could not be created or the packages not installed (pip's output included).
@@ -81,9 +81,9 @@ def ensure_torch_venv(venv: pathlib.Path = TORCH_VENV) -> pathlib.Path:
     check = [str(python), "-c", "import torch, transformers"]
     if python.is_file() and subprocess.run(check, capture_output=True).returncode == 0:
         return python
-    log(f"creating {venv} ({' '.join(TORCH_REQUIREMENTS)}); torch stays out of tfsent's venv")
+    log(f"creating {venv} ({' '.join(requirements)}); torch stays out of tfsent's venv")
     for cmd in (["python3", "-m", "venv", str(venv)],
-                [str(python), "-m", "pip", "install", "-q", *TORCH_REQUIREMENTS]):
+                [str(python), "-m", "pip", "install", "-q", *requirements]):
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode:
             raise RuntimeError(f"`{' '.join(cmd)}` failed ({done.returncode}):\n{done.stderr[-3000:]}")

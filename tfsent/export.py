@@ -1,92 +1,69 @@
-"""Export a classifier as a TensorFlow SavedModel for serving (TF Serving, Vertex AI, ``tf.saved_model.load``).
+"""Export a trained classifier as a SavedModel for serving: the Hydra entry point.
 
-The ``serving_default`` signature takes int32 ``input_ids`` and ``attention_mask`` ``[batch, length]`` (plus
-``token_type_ids`` for BERT) and returns ``label_id`` int32 ``[batch]`` and ``probs`` float32
-``[batch, num_labels]``. Tokenization happens outside the graph: an in-graph WordPiece/BPE tokenizer needs
-``tensorflow-text``, which tfsent does not depend on (it would pin a second TensorFlow build). The export folder
-therefore also carries the tokenizer files (``tokenizer/``) and ``tfsent_export.json`` with the label names in
-id order and the maximum length, so a client can tokenize exactly as ``tfsent.predict`` does.
+``python -m tfsent.export ckpt_path=runs/.../model output=exports/finbert`` (see ``conf/export.yaml``) writes a
+SavedModel whose ``serving_default`` takes raw strings (:mod:`tfsent.inference.serving`), or with
+``inputs=token_ids`` one that takes token ids (:mod:`tfsent.inference.export`). This module is the only reader of
+the export config; a user mistake ends with one line naming the key, file or model, not a traceback.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 
-import tensorflow as tf
+from omegaconf import DictConfig
 
-from tfsent.runtime import atomic
+from tfsent.config import ConfigError, require, to_container
+from tfsent.inference.export import EXPORT_META, export_saved_model
+from tfsent.inference.serving import ExportError, export_text_model, wordpiece_spec
+from tfsent.models import CheckpointError, load_classifier, load_tokenizer
+from tfsent.models.masked_lm import SPEC_FILE as MASKED_LM_SPEC
+from tfsent.runtime.cli import hydra_entry
 
-EXPORT_META = "tfsent_export.json"
-
-
-class _Serving(tf.Module):
-    def __init__(self, model, with_token_types: bool):
-        super().__init__()
-        self.model = model
-        spec = [tf.TensorSpec([None, None], tf.int32, name="input_ids"),
-                tf.TensorSpec([None, None], tf.int32, name="attention_mask")]
-        if with_token_types:
-            spec.append(tf.TensorSpec([None, None], tf.int32, name="token_type_ids"))
-            self.serve = tf.function(self._serve_bert, input_signature=spec)
-        else:
-            self.serve = tf.function(self._serve_plain, input_signature=spec)
-
-    def _outputs(self, features):
-        probs = tf.nn.softmax(tf.cast(self.model(features, training=False), tf.float32), axis=-1)
-        return {"label_id": tf.argmax(probs, axis=-1, output_type=tf.int32), "probs": probs}
-
-    def _serve_bert(self, input_ids, attention_mask, token_type_ids):
-        return self._outputs({"input_ids": input_ids, "attention_mask": attention_mask,
-                              "token_type_ids": token_type_ids})
-
-    def _serve_plain(self, input_ids, attention_mask):
-        return self._outputs({"input_ids": input_ids, "attention_mask": attention_mask})
+INPUTS = ("text", "token_ids")
 
 
-def export_saved_model(model, export_dir: str | os.PathLike, tokenizer=None, *, max_length: int | None = None,
-                       overwrite: bool = False) -> pathlib.Path:
-    """Write ``model`` as a SavedModel with a ``serving_default`` signature, atomically.
-
-    Args:
-        model: a ``tfsent.models.SequenceClassifier`` (anything with ``call(features) -> logits``,
-            ``label_names`` and ``arch``).
-        export_dir: the folder to create.
-        tokenizer: saved to ``export_dir/tokenizer`` when given.
-        max_length: recorded in ``tfsent_export.json`` (default: the model's ``max_seq_length``).
-        overwrite: replace an existing ``export_dir``.
+def export(cfg: DictConfig) -> pathlib.Path:
+    """Turn a composed ``export`` config into an export and print where it went and what it needs.
 
     Returns:
-        ``export_dir``.
+        The SavedModel folder.
 
     Raises:
-        FileExistsError: ``export_dir`` exists and ``overwrite`` is false.
+        ConfigError: a missing or unknown value. CheckpointError: an unreadable or masked-LM checkpoint.
+        ExportError: a tokenizer that cannot run in the graph, or ``output`` exists without overwrite.
     """
-    with_types = getattr(model, "arch", "bert") == "bert"
-    module = _Serving(model, with_types)
-    meta = {"format": "tfsent.export/1", "label_names": list(model.label_names),
-            "inputs": ["input_ids", "attention_mask"] + (["token_type_ids"] if with_types else []),
-            "outputs": ["label_id", "probs"], "arch": getattr(model, "arch", None),
-            "max_length": int(max_length or getattr(model, "max_seq_length", 0) or 0),
-            "tokenization": "outside the graph: use the files in tokenizer/ (transformers AutoTokenizer)"}
-    with atomic.directory(export_dir, overwrite=overwrite) as tmp:
-        tf.saved_model.save(module, str(tmp), signatures={"serving_default": module.serve})
-        if tokenizer is not None:
-            tokenizer.save_pretrained(str(tmp / "tokenizer"))
-        (tmp / EXPORT_META).write_text(json.dumps(meta, indent=2) + "\n")
-    return pathlib.Path(export_dir)
+    ckpt = pathlib.Path(require(cfg, "ckpt_path"))
+    output = pathlib.Path(require(cfg, "output"))
+    inputs = cfg.inputs
+    if inputs not in INPUTS:
+        raise ConfigError(f"inputs={inputs!r} must be one of {', '.join(INPUTS)}")
+    if (ckpt / MASKED_LM_SPEC).is_file():
+        raise CheckpointError(f"{ckpt}: a masked language model; export serves sequence classifiers")
+    if output.exists() and not cfg.overwrite:
+        raise ExportError(f"output={output} already exists", hint="add overwrite=true to replace it")
+    tokenizer = load_tokenizer(ckpt)
+    if inputs == "text":
+        wordpiece_spec(tokenizer, str(ckpt))  # a tokenizer the graph cannot run fails before the weights load
+    model = load_classifier(ckpt)
+    if inputs == "text":
+        export_text_model(model, tokenizer, output, buckets=list(to_container(cfg.buckets)),
+                          max_length=cfg.max_length, overwrite=bool(cfg.overwrite), name=str(ckpt))
+    else:
+        export_saved_model(model, output, tokenizer, max_length=cfg.max_length, overwrite=bool(cfg.overwrite))
+    meta = json.loads((output / EXPORT_META).read_text())
+    needs = ", ".join(meta.get("custom_ops", [])) or "core TensorFlow only"
+    print(f"export: {output} (serving_default: {', '.join(meta['inputs'])} -> {', '.join(meta['outputs'])}; "
+          f"labels {meta['label_names']}; max_length {meta['max_length']}; ops beyond core TF: {needs})")
+    return output
 
 
-def export_checkpoint(ckpt_path: str | os.PathLike, export_dir: str | os.PathLike, *,
-                      overwrite: bool = False) -> pathlib.Path:
-    """Load a classifier directory (``save_pretrained``) and export it with its tokenizer.
+@hydra_entry("export")
+def main(cfg: DictConfig) -> None:
+    """``python -m tfsent.export ckpt_path=... output=...`` / ``tfsent-export``: a user's mistake is one
+    ``error:`` line and exit status 2."""
+    export(cfg)
 
-    Raises:
-        CheckpointError: the checkpoint cannot be read.
-    """
-    from tfsent.models import load_classifier, load_tokenizer
 
-    tokenizer = load_tokenizer(ckpt_path)
-    model = load_classifier(ckpt_path)
-    return export_saved_model(model, export_dir, tokenizer, overwrite=overwrite)
+if __name__ == "__main__":
+    main()

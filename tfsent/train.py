@@ -7,7 +7,9 @@ anywhere fails here, naming the key, before anything is built), and :func:`train
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import sys
 from typing import Any
 
 from omegaconf import DictConfig
@@ -59,13 +61,20 @@ def train_spec(cfg: DictConfig):
         raise ConfigError(str(e)) from e
 
 
-def train(cfg: DictConfig, run_dir: str | os.PathLike) -> dict[str, Any]:
+def _command_line() -> str:
+    """How this run was started, as a user would type it again (for the model card)."""
+    args = [a for a in sys.argv[1:] if not a.startswith("hydra.job.name=")]
+    return " ".join(["python -m tfsent.train", *args])
+
+
+def train(cfg: DictConfig, run_dir: str | os.PathLike, command: str | None = None) -> dict[str, Any]:
     """Train the configured model and return its final metrics.
 
     Args:
         cfg: the composed train config (``conf/train.yaml`` plus overrides).
         run_dir: where checkpoints, logs, reports and the final model go; re-using a run directory resumes a
             run that was killed (BackupAndRestore).
+        command: the command line that started the run, recorded in the model card.
 
     Returns:
         Final metrics: ``test_*`` (and ``val_*``) values, steps, seconds, and the saved model's path.
@@ -75,7 +84,7 @@ def train(cfg: DictConfig, run_dir: str | os.PathLike) -> dict[str, Any]:
     """
     from tfsent.training import loop
 
-    return loop.train(train_spec(cfg), run_dir)
+    return loop.train(dataclasses.replace(train_spec(cfg), command=command), run_dir)
 
 
 @hydra_entry("train")
@@ -83,7 +92,7 @@ def main(cfg: DictConfig) -> float | None:
     """``python -m tfsent.train +experiment=...``: a user's mistake is one ``error:`` line and exit status 2."""
     from hydra.core.hydra_config import HydraConfig
 
-    metrics = train(cfg, HydraConfig.get().runtime.output_dir)
+    metrics = train(cfg, HydraConfig.get().runtime.output_dir, command=_command_line())
     return metrics.get("test_accuracy")
 
 

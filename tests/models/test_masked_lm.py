@@ -139,7 +139,8 @@ def test_save_and_reload_give_the_same_weights_and_predictions(tmp_path):
         np.testing.assert_array_equal(reloaded.predict_step(feats)[name].numpy(), value.numpy(), err_msg=name)
     # The folder is a plain Hugging Face checkpoint too.
     from transformers import TFRobertaForMaskedLM
-    _, info = TFRobertaForMaskedLM.from_pretrained(tmp_path / "model", output_loading_info=True)
+    # use_safetensors=False: see test_save_load_round_trip in test_classifier.py (upstream #40028).
+    _, info = TFRobertaForMaskedLM.from_pretrained(tmp_path / "model", output_loading_info=True, use_safetensors=False)
     assert info["missing_keys"] == [] and info["unexpected_keys"] == []
 
 

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import tensorflow as tf
 import tf_keras
 
+from tfsent.models import torch_format
 from tfsent.runtime import atomic
 from tfsent.runtime.strategy import jit_compile_supported
 
@@ -48,7 +49,8 @@ class PretrainedModel(tf_keras.Model):
         super().compile(*args, jit_compile=jit_compile, **kwargs)
 
     def save_pretrained(self, directory: str | os.PathLike, tokenizer=None) -> pathlib.Path:
-        """Write a checkpoint folder: Hugging Face weights + config, the tokenizer when given, and ``META_FILE``.
+        """Write a checkpoint folder: Hugging Face weights (``tf_model.h5`` and a PyTorch ``model.safetensors``) +
+        config, the tokenizer when given, and ``META_FILE``.
 
         Everything goes to a temporary folder beside the target, which then replaces the target, so a reader
         never sees a half-written checkpoint. The folder loads with this package's loader of the model kind and
@@ -64,6 +66,8 @@ class PretrainedModel(tf_keras.Model):
         directory = pathlib.Path(directory)
         with atomic.directory(directory, overwrite=True) as tmp:
             self.hf_model.save_pretrained(str(tmp))
+            # model.safetensors with PyTorch names and layouts, for tools that cannot read tf_model.h5.
+            torch_format.write_torch_safetensors(self.hf_model, tmp)
             if tokenizer is not None:
                 tokenizer.save_pretrained(str(tmp))
             (tmp / self.META_FILE).write_text(json.dumps(self.metadata(), indent=2, sort_keys=True) + "\n")

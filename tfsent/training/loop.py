@@ -21,6 +21,7 @@ import tensorflow as tf
 import tf_keras
 
 from tfsent.config import ConfigError
+from tfsent.models.card import KNOWN_DATASETS, TrainingData, write_model_card
 from tfsent.runtime import atomic
 from tfsent.runtime.precision import set_policy
 from tfsent.runtime.strategy import check_global_batch, make_strategy
@@ -183,11 +184,18 @@ def fit(setup: Setup) -> dict[str, Any]:
                     "steps_per_epoch": setup.steps_per_epoch, "epochs": trainer.epochs,
                     "model_dir": str(model_dir)})
     atomic.write_text(run_dir / METRICS_FILE, json.dumps(metrics, indent=2, sort_keys=True) + "\n")
+    write_model_card(model_dir, metrics=metrics, command=spec.command, dataset=_card_dataset(spec))
     if run_dir == setup.final_run_dir:
         # The run is complete: a re-run with this directory should train afresh, not resume.
         shutil.rmtree(run_dir / BACKUP_DIR, ignore_errors=True)
     log.info("final metrics: %s", json.dumps(metrics, sort_keys=True))
     return metrics
+
+
+def _card_dataset(spec: TrainSpec) -> TrainingData | str:
+    """The model card's training data: a known corpus by its config name, else the name and file as given."""
+    known = next((key for key in KNOWN_DATASETS if spec.data.name.startswith(key)), None)
+    return known or TrainingData(name=f"{spec.data.name} ({spec.data.path})", license="unknown")
 
 
 def train(spec: TrainSpec, run_dir: str | os.PathLike) -> dict[str, Any]:

@@ -49,6 +49,7 @@ class TrainSpec:
         trainer: how ``fit()`` runs.
         callbacks: checkpoints, backup, logs, reports.
         overwrite: clear a run directory that holds a finished run and train again (otherwise it is refused).
+        command: the command line that started the run, for the model card.
     """
 
     task: str
@@ -61,6 +62,7 @@ class TrainSpec:
     trainer: TrainerSpec
     callbacks: CallbackSpec
     overwrite: bool = False
+    command: str | None = None
 
 
 def task_class(name: str) -> type[Task]:

@@ -1,0 +1,1 @@
+"""Inference: running trained models on new text, and exporting them for serving."""
