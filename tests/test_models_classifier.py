@@ -100,8 +100,9 @@ def test_save_load_round_trip(tmp_path):
     loaded = load_classifier(out)
     assert loaded.label_names == ["Neutral", "Positive", "Negative"] and loaded.label_map.is_identity
     np.testing.assert_array_equal(loaded(feats).numpy(), model(feats).numpy())
-    # transformers itself reads the checkpoint too.
-    hf = TFBertForSequenceClassification.from_pretrained(str(out))
+    # transformers itself reads the checkpoint too. use_safetensors=False: with the PyTorch model.safetensors beside
+    # tf_model.h5, transformers 4.57's TF loader would pick it and fail (huggingface/transformers#40028).
+    hf = TFBertForSequenceClassification.from_pretrained(str(out), use_safetensors=False)
     hf_logits = hf({k: feats[k] for k in ("input_ids", "attention_mask", "token_type_ids")}).logits
     np.testing.assert_allclose(hf_logits.numpy(), model(feats).numpy(), atol=1e-6)
 
