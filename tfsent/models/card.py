@@ -131,8 +131,8 @@ def render_card(config: Mapping, *, base_model: str | None, dataset: TrainingDat
              f"A {config.get('model_type', '?')} {'masked language model' if masked_lm else 'sequence classifier'} "
              f"({architecture}, {config.get('num_hidden_layers', '?')} layers, hidden size "
              f"{config.get('hidden_size', '?')}) trained with tfsent. The folder "
-             "holds `tf_model.h5` (TensorFlow) and `model.safetensors` (PyTorch names and layout): both "
-             "`TFAutoModel*` and `AutoModel*.from_pretrained(<folder>)` open it.", "",
+             "holds `model.safetensors` (PyTorch names and layout: `AutoModel*.from_pretrained(<folder>)`) and "
+             "`tf_model.h5` (TensorFlow: `TFAutoModel*.from_pretrained(<folder>, use_safetensors=False)`).", "",
              f"- Base model: {f'`{base_model}`' if base_model else 'none (trained from scratch)'}"]
     if labels:
         lines.append(f"- Labels (id: name): {', '.join(f'{i}: {n}' for i, n in enumerate(labels))}")
@@ -149,7 +149,7 @@ def render_card(config: Mapping, *, base_model: str | None, dataset: TrainingDat
         lines.append("No metrics recorded.")
     auto = "AutoModelForMaskedLM" if masked_lm else "AutoModelForSequenceClassification"
     lines += ["", "## Use", "", "```bash\npython -m tfsent.predict ckpt_path=<this folder> input=texts.csv "
-              f"output=scores.csv\n```", "", f"or, with PyTorch: `transformers.{auto}.from_pretrained(\"<this folder>\")`."]
+              "output=scores.csv\n```", "", f"With PyTorch: `transformers.{auto}.from_pretrained(\"<this folder>\")`."]
     lines += ["", "## How it was made", "", f"```bash\n{command}\n```" if command else "Command not recorded.", ""]
     return "---\n" + yaml.safe_dump(front, sort_keys=False) + "---\n\n" + "\n".join(lines)
 
