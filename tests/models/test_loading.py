@@ -10,8 +10,8 @@ from safetensors.numpy import load_file
 from transformers import BertConfig, TFBertModel
 
 from tfsent.models import ClassifierSpec, build_classifier
-from tfsent.models.loading import (CheckpointError, find_weights, load_tokenizer, load_weights, read_config,
-                                   resolve_source)
+from tfsent.data.tokenize import load_tokenizer
+from tfsent.models.loading import CheckpointError, find_weights, load_weights, read_config, resolve_source
 
 LABELS = ["negative", "neutral", "positive"]
 
