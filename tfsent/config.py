@@ -295,17 +295,14 @@ class ClassifierModelSpec:
     attention_dropout: float | None = None
     classifier_dropout: float | None = None
 
+    def __post_init__(self) -> None:
+        if not (self.tokenizer or self.source):
+            raise ConfigError("model.tokenizer is required when model.source is null (random init)")
+
     @property
     def tokenizer_source(self) -> str:
-        """``tokenizer`` if set, else ``source``.
-
-        Raises:
-            ConfigError: neither is set.
-        """
-        source = self.tokenizer or self.source
-        if not source:
-            raise ConfigError("model.tokenizer is required when model.source is null (random init)")
-        return str(source)
+        """``tokenizer`` if set, else ``source``."""
+        return str(self.tokenizer or self.source)
 
 
 @dataclasses.dataclass

@@ -66,3 +66,12 @@ def test_mlm_corpus_prepared_from_other_text_is_not_reused(tmp_path, caplog):
         second = task().manifest
     assert second.directory != first.directory and second.source["identity"]["source_sha256"] == sha256_file(corpus)
     assert "(source_sha256 differs); preparing into" in caplog.text
+
+
+def test_prepared_data_without_its_source_is_used_as_it_is(tmp_path, caplog):
+    source = _csv(tmp_path / "A.csv", 0)
+    prepared = _task(tmp_path, source).manifest.directory
+    source.unlink()  # prepared data shipped without the raw file
+    with caplog.at_level(logging.WARNING):
+        assert _task(tmp_path, source).manifest.directory == prepared
+    assert f"{prepared}: its source {source} is not there to compare with" in caplog.text

@@ -74,8 +74,7 @@ class ClassificationTask(Task):
                               classifier_dropout=group.classifier_dropout)
 
     def check(self) -> None:
-        """Fail before any compute: labels of a trained head, position embeddings, a tokenizer to use."""
-        self.model_group.tokenizer_source  # noqa: B018  (raises ConfigError when neither is set)
+        """Fail before any compute: labels of a trained head, position embeddings."""
         label_names = list(self.data.label_names or [])
         config = self.checkpoint_config
         if config is not None:

@@ -127,10 +127,17 @@ class Task:
 
         A folder prepared under another identity (other source content, tokenizer, length, labels, split...) is
         never reused: the data goes to a sibling folder keyed by this identity instead, and one log line says so.
+        Prepared data whose source is not there to compare with (shipped without it) is used as it is; the
+        manifest check still holds it to the model's tokenizer, length and labels.
         """
         directory = pathlib.Path(self.spec.data.prepared_dir or "")
-        identity = self.data_identity()
         if (directory / MANIFEST).is_file():
+            try:
+                identity = self.data_identity()
+            except FileNotFoundError:
+                log.warning("%s: its source %s is not there to compare with; using the prepared data as it is",
+                            directory, self.spec.data.path)
+                return directory
             recorded = (load_manifest(directory).source or {}).get("identity") or {}
             if recorded == identity:
                 return directory
@@ -207,9 +214,8 @@ class Task:
     def compile(self, model: tf_keras.Model, optimizer) -> None:
         """``model.compile`` with the trainer's settings and this task's loss and metrics (under scope)."""
         trainer = self.spec.trainer
-        extra: dict[str, Any] = {}
-        if self.loss() is not None:
-            extra = {"loss": self.loss(), "weighted_metrics": self.metrics()}
+        loss = self.loss()
+        extra = {} if loss is None else {"loss": loss, "weighted_metrics": self.metrics()}
         model.compile(optimizer=optimizer, steps_per_execution=trainer.steps_per_execution,
                       jit_compile=trainer.jit_compile, **extra)
 
