@@ -22,8 +22,9 @@ from tfsent.data.reader import load_manifest, verify_shards
 from tfsent.models import ClassifierSpec, build_classifier, load_tokenizer
 from tfsent.models.loading import CheckpointError
 from tfsent.models.positions import PositionError, check_max_positions
-from tfsent.outputs import OutputError
-from tfsent.predict import predict
+from tfsent.inference.driver import predict
+from tfsent.inference.options import PredictOptions
+from tfsent.inference.outputs import OutputError
 from tfsent.prepare import PrepareSpec, prepare
 from tfsent.train import train
 
@@ -250,6 +251,7 @@ def test_roberta_positions_reserve_pad_plus_one():
 # ---- predict --------------------------------------------------------------------------------------------------
 
 KW = dict(strategy="cpu", global_batch_size=4, buckets=(16,), part_size=4, progress=False, jit_compile=False)
+OPTS = PredictOptions(**KW)
 
 
 def _no_output(out: pathlib.Path) -> bool:
@@ -268,7 +270,7 @@ def test_predict_rejects_bad_text_input(ckpt, tmp_path, name, data, message):
     src.write_bytes(data)
     out = tmp_path / "out.csv"
     with pytest.raises(DataError, match=message.format(src=re.escape(str(src)))):
-        predict(ckpt, src, out, **KW)
+        predict(ckpt, src, out, OPTS)
     assert _no_output(out)
 
 
@@ -276,7 +278,7 @@ def test_predict_truncates_a_huge_line_and_marks_it(ckpt, tmp_path):
     src = tmp_path / "in.txt"
     src.write_text("profit rose\n" + " ".join(["revenue"] * 3_000) + "\nsales fell\n")
     out = tmp_path / "out.csv"
-    predict(ckpt, src, out, **KW)
+    predict(ckpt, src, out, OPTS)
     frame = pd.read_csv(out)
     assert frame["row"].tolist() == [0, 1, 2]
     assert frame["truncated"].tolist() == [False, True, False]
@@ -286,7 +288,7 @@ def test_predict_truncates_a_huge_line_and_marks_it(ckpt, tmp_path):
 def test_predict_rejects_an_unknown_output_format_before_reading(ckpt, tmp_path):
     out = tmp_path / "out.xlsx"
     with pytest.raises(OutputError, match=rf"cannot tell the output format of {re.escape(str(out))}"):
-        predict(ckpt, tmp_path / "does-not-matter.txt", out, **KW)
+        predict(ckpt, tmp_path / "does-not-matter.txt", out, OPTS)
     assert _no_output(out)
 
 
@@ -298,7 +300,7 @@ def test_predict_rejects_a_checkpoint_of_another_size(ckpt, tmp_path):
     (tmp_path / "in.txt").write_text("profit rose\n")
     out = tmp_path / "out.csv"
     with pytest.raises(CheckpointError, match=rf"{re.escape(str(other / 'tf_model.h5'))}: cannot load weights into"):
-        predict(other, tmp_path / "in.txt", out, **KW)
+        predict(other, tmp_path / "in.txt", out, OPTS)
     assert _no_output(out)
 
 
@@ -311,7 +313,7 @@ def test_predict_rejects_a_checkpoint_of_another_architecture(ckpt, tmp_path):
     out = tmp_path / "out.csv"
     with pytest.raises(CheckpointError, match=rf"{re.escape(str(other / 'tfsent_model.json'))}: says "
                                               r"arch='roberta'.*but config.json gives 'bert'"):
-        predict(other, tmp_path / "in.txt", out, **KW)
+        predict(other, tmp_path / "in.txt", out, OPTS)
     assert _no_output(out)
 
 
@@ -320,7 +322,7 @@ def test_predict_rejects_a_folder_that_is_no_classifier(tmp_path):
     (tmp_path / "in.txt").write_text("profit rose\n")
     out = tmp_path / "out.csv"
     with pytest.raises(CheckpointError, match=r"ckpt: cannot load a tokenizer|ckpt/tfsent_model.json: missing"):
-        predict(tmp_path / "ckpt", tmp_path / "in.txt", out, **KW)
+        predict(tmp_path / "ckpt", tmp_path / "in.txt", out, OPTS)
     assert _no_output(out)
 
 
@@ -328,7 +330,7 @@ def test_predict_rejects_tfrecords_longer_than_the_top_bucket(ckpt, dataset, tmp
     out = tmp_path / "out.csv"
     with pytest.raises(DataError, match=rf"{re.escape(str(dataset))}: record \d+ has \d+ tokens, more than the top "
                                         r"bucket 4; raise buckets"):
-        predict(ckpt, dataset, out, **{**KW, "buckets": (4,)})
+        predict(ckpt, dataset, out, PredictOptions(**{**KW, "buckets": (4,)}))
     assert _no_output(out)
 
 
@@ -336,5 +338,6 @@ def test_predict_batch_not_divisible_by_replicas(ckpt, tmp_path):
     out = tmp_path / "out.csv"
     with pytest.raises(ValueError, match=r"global_batch_size=12 is a global batch and must be a positive multiple "
                                          r"of the 8 replicas in sync \(try 8\)"):
-        predict(ckpt, tmp_path / "in.txt", out, **{**KW, "strategy": "virtual_cpu:8", "global_batch_size": 12})
+        predict(ckpt, tmp_path / "in.txt", out,
+                PredictOptions(**{**KW, "strategy": "virtual_cpu:8", "global_batch_size": 12}))
     assert _no_output(out)

@@ -20,7 +20,8 @@ import tensorflow as tf
 import tf_keras
 
 from tfsent.models import ClassifierSpec, build_classifier, load_tokenizer
-from tfsent.predict import predict
+from tfsent.inference.driver import predict
+from tfsent.inference.options import PredictOptions
 
 from fault_helpers import checkpoint_files, kill, launch, processes, read_step, tails, wait_all, wait_for
 
@@ -150,8 +151,9 @@ def test_prediction_survives_sigkill_with_every_row_once(tiny_ckpt, tmp_path):
     assert frame["row"].tolist() == list(range(n))
     assert not parts.exists()
     reference = tmp_path / "reference.csv"
-    predict(tiny_ckpt, tmp_path / "in.txt", reference, strategy="cpu", global_batch_size=4, buckets=(16,),
-            part_size=part_size, progress=False)
+    predict(tiny_ckpt, tmp_path / "in.txt", reference, PredictOptions(strategy="cpu", global_batch_size=4,
+                                                                      buckets=(16,), part_size=part_size,
+                                                                      progress=False))
     ref = pd.read_csv(reference)
     assert frame["label"].tolist() == ref["label"].tolist()
     np.testing.assert_allclose(frame.filter(like="prob_").to_numpy(), ref.filter(like="prob_").to_numpy(),

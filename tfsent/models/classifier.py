@@ -112,7 +112,7 @@ class SequenceClassifier(tf_keras.Model):
         clusters refuse variables placed on a sibling logical device (any Keras model, not only this one). There
         the step runs as a graph; one CPU, GPUs and TPUs compile as asked.
         """
-        from tfsent.bucketing import default_jit_compile
+        from tfsent.runtime.jit import default_jit_compile
 
         if jit_compile and not default_jit_compile(tf.distribute.get_strategy()):
             log.info("jit_compile=True ignored: XLA cannot compile across virtual CPU replicas")

@@ -5,9 +5,10 @@ import pandas as pd
 import pytest
 import tf_keras
 
-from tfsent.documents import ChunkOptions, aggregate_documents, chunk_documents, split_sentences
+from tfsent.inference.documents import ChunkOptions, aggregate_documents, chunk_documents, split_sentences
 from tfsent.models import ClassifierSpec, build_classifier, load_tokenizer
-from tfsent.predict import predict
+from tfsent.inference.driver import predict
+from tfsent.inference.options import PredictOptions
 
 LABELS = ["Negative", "neutral", "POSITIVE"]  # found by name, case-insensitive
 TINY = dict(arch="bert", vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
@@ -65,8 +66,9 @@ def test_real_transcripts_every_chunk_counted(tmp_path, transcripts_dir, tokeniz
     ckpt = model.save_pretrained(tmp_path / "ckpt", tokenizer=tokenizer)
     out = tmp_path / "docs.csv"
     options = ChunkOptions(overlap=1)
-    summary = predict(ckpt, folder, out, input_format="documents", strategy="cpu", global_batch_size=32,
-                      buckets=(128,), documents=options, part_size=150, progress=False)
+    summary = predict(ckpt, folder, out, PredictOptions(input_format="documents", strategy="cpu", global_batch_size=32,
+                                                        buckets=(128,), documents=options, part_size=150,
+                                                        progress=False))
     docs = pd.read_csv(out)
     chunks = pd.read_csv(tmp_path / "docs.chunks.csv")
     files = sorted(folder.glob("*.txt"))

@@ -1,0 +1,68 @@
+"""The classifier predictor: label, label id and one probability column per label for each row.
+
+Columns: ``n_tokens``, ``label``, ``label_id``, ``prob_<label>`` per label (model order), ``truncated`` (not for
+document chunks, which are never truncated). Summary: ``label_counts``.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+
+import numpy as np
+import pandas as pd
+import tensorflow as tf
+
+from tfsent.inference.predictor import Predictor, Summary
+from tfsent.inference.tokens import TokenRows
+from tfsent.models import load_classifier, load_tokenizer
+from tfsent.runtime.jit import default_jit_compile
+
+
+def model_max_length(model) -> int:
+    """The longest sequence the classifier's position embeddings allow (RoBERTa reserves ``pad_id + 1``)."""
+    config = model.hf_model.config
+    reserved = (config.pad_token_id or 0) + 1 if model.arch == "roberta" else 0
+    return int(config.max_position_embeddings) - reserved
+
+
+class ClassifierSummary(Summary):
+    def __init__(self):
+        self.counts = collections.Counter()
+
+    def add(self, frame: pd.DataFrame) -> None:
+        self.counts.update(frame["label"].tolist())
+
+    def result(self) -> dict:
+        return {"label_counts": {k: int(v) for k, v in sorted(self.counts.items())}}
+
+
+class ClassifierPredictor(Predictor):
+    """A ``SequenceClassifier`` checkpoint (``tfsent_model.json``), loaded under ``strategy.scope()``."""
+
+    kind = "classifier"
+
+    def __init__(self, ckpt_path: str | os.PathLike, strategy: tf.distribute.Strategy, *, max_length: int | None,
+                 jit_compile: bool | None, steps_per_execution: int):
+        self.tokenizer = load_tokenizer(ckpt_path)
+        with strategy.scope():
+            self.model = load_classifier(ckpt_path)
+            self.model.compile(jit_compile=default_jit_compile(strategy) if jit_compile is None else jit_compile,
+                               steps_per_execution=steps_per_execution)
+        limit = model_max_length(self.model)
+        self.max_length = limit if max_length is None else min(max_length, limit)
+        self.features = ("input_ids", "attention_mask") + (("token_type_ids",) if self.model.arch == "bert" else ())
+        self.pad_values = {"input_ids": self.tokenizer.pad_token_id or 0}
+        self.label_names = list(self.model.label_names)
+
+    def columns(self, out, tokens: TokenRows, *, with_truncated: bool) -> dict:
+        label_id = out["label_id"].astype(np.int64)
+        cols = {"n_tokens": tokens.lengths, "label": [self.label_names[i] for i in label_id], "label_id": label_id}
+        cols.update({f"prob_{n}": out["probs"][:, k].astype(np.float64) for k, n in enumerate(self.label_names)})
+        if with_truncated:
+            cols["truncated"] = tokens.truncated
+        return cols
+
+    @staticmethod
+    def summary() -> Summary:
+        return ClassifierSummary()
