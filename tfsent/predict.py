@@ -10,13 +10,23 @@ shard_index=i`` on independent processes followed by one ``merge=true`` run.
 
 from __future__ import annotations
 
+import signal
+
 import hydra
 from omegaconf import DictConfig
 
-from tfsent.config import conf_dir, require, spec_from_config, strategy_name, to_container
+from tfsent.config import ConfigError, conf_dir, require, spec_from_config, strategy_name, to_container
+from tfsent.data.errors import DataError
 from tfsent.inference import driver
 from tfsent.inference.documents import ChunkOptions
 from tfsent.inference.options import PredictOptions
+from tfsent.inference.outputs import OutputError
+from tfsent.models import CheckpointError
+from tfsent.runtime.locks import LockedError
+from tfsent.runtime.strategy import StrategyError
+
+# What a user can cause and fix: reported as one line, not a traceback.
+USER_ERRORS = (ConfigError, DataError, OutputError, CheckpointError, LockedError, StrategyError, ValueError)
 
 # Keys of conf/predict.yaml that are not PredictOptions fields.
 PATH_KEYS = ("ckpt_path", "input", "output")
@@ -55,10 +65,22 @@ def predict(cfg: DictConfig) -> dict:
     return summary
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 @hydra.main(version_base="1.3", config_path=str(conf_dir()), config_name="predict")
 def main(cfg: DictConfig) -> dict:
     """``python -m tfsent.predict ckpt_path=... input=... output=...`` (see ``conf/predict.yaml``)."""
-    return predict(cfg)
+    # SIGTERM (preemption, a scheduler) stops like Ctrl-C: the part being written is abandoned, finished ones stay.
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return predict(cfg)
+    except USER_ERRORS as e:
+        raise SystemExit(f"predict: {e}") from None
+    except KeyboardInterrupt:
+        raise SystemExit("predict: interrupted; finished parts are kept beside the output, run the same command "
+                         "again to resume") from None
 
 
 if __name__ == "__main__":

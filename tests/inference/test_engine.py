@@ -148,3 +148,21 @@ def test_bucket_pipelines_do_not_autotune():
     ds = _dataset_fn(arrays, 4, None)(tf.distribute.InputContext())
     assert ds.options().autotune.enabled is False
     assert [b["example_id"].numpy().tolist() for b in ds] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+
+
+def test_steps_per_execution_neither_drops_nor_repeats_rows(ckpt, loaded):
+    # 77 rows of one bucket at a global batch of 16 are 5 steps: executions of 3 steps run 3, then the last 2.
+    tokenizer = load_tokenizer(ckpt)
+    enc = tokenizer(_texts(77, 8, seed=3))
+    tokens = TokenRows.from_ragged({k: enc[k] for k in ("input_ids", "attention_mask", "token_type_ids")})
+    strategy = make_strategy("virtual_cpu:8")
+    with strategy.scope():
+        model = load_classifier(ckpt)
+        model.compile(steps_per_execution=3)
+    steps = []
+    out = predict_bucketed(model, strategy, tokens, buckets=(32,), global_batch_size=16, on_rows=steps.append)
+    assert sum(steps) == 80 and steps == [48, 32]  # two host calls: 3 steps, then the 2 that remain
+    ref_strategy, ref_model = loaded["cpu"]
+    ref = predict_bucketed(ref_model, ref_strategy, tokens, buckets=(32,), global_batch_size=16)
+    np.testing.assert_array_equal(out["label_id"], ref["label_id"])
+    np.testing.assert_allclose(out["probs"], ref["probs"], atol=1e-5)
