@@ -96,3 +96,19 @@ def test_real_transcripts_every_chunk_counted(tmp_path, transcripts_dir, tokeniz
         np.testing.assert_allclose(doc[[f"prob_{n}" for n in LABELS]].to_numpy(float), ref, rtol=1e-12)
         assert doc["net_tone"] == pytest.approx(ref[2] - ref[0], abs=1e-12)
         assert doc["n_chunks"] == len(mine) and doc["n_tokens"] == w.sum()
+
+
+def test_an_empty_document_alone_in_the_last_part_keeps_its_row(tmp_path):
+    from helpers.tiny import tiny_classifier
+
+    ckpt = tiny_classifier(tmp_path / "ckpt", labels=LABELS)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Revenue rose.\nCosts fell.\n")
+    (docs / "b.txt").write_text("  \n")
+    out = tmp_path / "docs.parquet"
+    summary = predict(ckpt, docs, out, PredictOptions(strategy="cpu", global_batch_size=4, buckets=(16,), part_size=1,
+                                                      progress=False))
+    table = pd.read_parquet(out)
+    assert table["doc_id"].tolist() == ["a", "b"] and table["n_chunks"].tolist() == [1, 0]
+    assert table["label"].tolist()[1] == "" and summary["parts"] == 2 and summary["chunks"] == 1

@@ -1,7 +1,6 @@
 """The engine: every row once, in input order, bucketed, identical on 8 virtual replicas and on one CPU."""
 
 import numpy as np
-import pandas as pd
 import pytest
 import tf_keras
 

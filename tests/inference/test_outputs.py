@@ -96,12 +96,12 @@ def test_a_damaged_part_is_redone_not_trusted(tmp_path):
 
 
 def test_duplicate_rows_are_refused():
-    from tfsent.inference.driver import _check_part
+    from tfsent.inference.merge import check_part
 
     info, frame = _part(1, 2, 4)
-    _check_part("p", info, frame, False, None)
+    check_part("p", info, frame, False, None)
     with pytest.raises(OutputError, match=r"rows are not exactly 2..3"):
-        _check_part("p", info, frame.assign(row=[2, 2]), False, None)
+        check_part("p", info, frame.assign(row=[2, 2]), False, None)
 
 
 def test_a_folder_tfsent_did_not_create_is_never_touched(tmp_path):

@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 
 import tfsent.inference.driver as driver
+import tfsent.inference.stream as stream
 from tfsent.data.errors import DataError
 from tfsent.inference.options import PredictOptions
 
@@ -18,14 +19,14 @@ def ckpt(tmp_path_factory):
     return tiny_classifier(tmp_path_factory.mktemp("ckpt"))
 
 
-def _counting(monkeypatch, name):
-    real, calls = getattr(driver, name), []
+def _counting(monkeypatch, name, module=driver):
+    real, calls = getattr(module, name), []
 
     def counted(*args, **kw):
         calls.append(1)
         return real(*args, **kw)
 
-    monkeypatch.setattr(driver, name, counted)
+    monkeypatch.setattr(module, name, counted)
     return calls
 
 
@@ -48,7 +49,7 @@ def test_interrupted_run_resumes_without_gaps(ckpt, tmp_path, monkeypatch):
     assert len(list((tmp_path / "out.jsonl.parts").glob("rows-*.parquet"))) == 2
 
     calls.clear()
-    tokenized = _counting(monkeypatch, "tokenize_texts")
+    tokenized = _counting(monkeypatch, "tokenize_texts", stream)
     summary = driver.predict(ckpt, tmp_path / "in.txt", out, PredictOptions(**KW))
     assert summary["parts"] == 5 and summary["parts_skipped"] == 2 and len(calls) == 3
     assert len(tokenized) == 3  # the two finished parts are read and hashed, never tokenized

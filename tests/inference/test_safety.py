@@ -4,7 +4,6 @@ file permissions, a clear line on interrupt."""
 import os
 import re
 import signal
-import time
 
 import pandas as pd
 import pytest

@@ -55,6 +55,9 @@ class ClassifierPredictor(Predictor):
         self.pad_values = {"input_ids": self.tokenizer.pad_token_id or 0}
         self.label_names = list(self.model.label_names)
 
+    def empty_outputs(self) -> dict[str, np.ndarray]:
+        return {"label_id": np.zeros(0, np.int32), "probs": np.zeros((0, len(self.label_names)), np.float32)}
+
     def columns(self, out, tokens: TokenRows, *, with_truncated: bool) -> dict:
         label_id = out["label_id"].astype(np.int64)
         cols = {"n_tokens": tokens.lengths, "label": [self.label_names[i] for i in label_id], "label_id": label_id}

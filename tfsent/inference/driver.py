@@ -21,30 +21,25 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import itertools
 import json
 import logging
 import os
 import pathlib
-import queue
-import threading
 import time
-from collections.abc import Callable, Iterator
 
-import numpy as np
 import pandas as pd
 import tensorflow as tf
 
 import tfsent
 from tfsent.data.errors import DataError
-from tfsent.inference import documents as docs_lib
 from tfsent.inference import inputs, outputs, sharded
 from tfsent.inference.engine import bucket_lengths, predict_bucketed
+from tfsent.inference.merge import merge
 from tfsent.inference.options import PredictOptions, result_settings
 from tfsent.inference.outputs import OutputError
-from tfsent.inference.parts import PartInfo, PartStore, iter_parts, remove_folder
-from tfsent.inference.predictor import Predictor, kind_of, load_predictor, summary_for
-from tfsent.inference.tokens import TokenRows, tokenize_texts
+from tfsent.inference.parts import PartInfo, PartStore, remove_folder
+from tfsent.inference.predictor import Predictor, kind_of, load_predictor
+from tfsent.inference.stream import jobs, prefetch
 from tfsent.runtime.jit import is_tpu
 from tfsent.runtime.strategy import check_global_batch, make_strategy
 from tfsent.runtime.workers import worker_info
@@ -60,17 +55,6 @@ class _Shard:
     count: int = 1
     is_chief: bool = True
     merges: bool = True  # whether this process merges after predicting its slice
-
-
-@dataclasses.dataclass
-class _Work:
-    index: int
-    lo: int
-    hi: int
-    sha256: str
-    tokens: TokenRows
-    columns: dict  # the source's own columns (id, example_id, document spans)
-    doc_ids: list | None = None
 
 
 def checkpoint_files(ckpt: str | os.PathLike) -> list:
@@ -197,9 +181,9 @@ def predict(ckpt_path: str | os.PathLike, input: str | os.PathLike, output: str 
                          run["end"] - 1, folder)
                 return _finish(summary, start)
             stores = sharded.check_shards(output, shard.count, fp, wait_s=options.shard_wait_s)
-            merged = _merge(stores, source, output, out_fmt, kind, fmt, options)
+            merged = merge(stores, source, output, out_fmt, kind, fmt, options)
         else:
-            merged = _merge([(folder, {"lo": 0, "hi": run["end"], "parts": run["parts"]})], source, output, out_fmt,
+            merged = merge([(folder, {"lo": 0, "hi": run["end"], "parts": run["parts"]})], source, output, out_fmt,
                             kind, fmt, options)
             remove_folder(folder)
     if shard.count > 1:
@@ -239,22 +223,15 @@ def _finish(summary: dict, start: float, kind: str | None = None, output: pathli
     return summary
 
 
-# ---- the part loop --------------------------------------------------------------------------------------------
-
-def _take(stream: Iterator, n: int) -> list:
-    return list(itertools.islice(stream, n))
-
-
 def _run_parts(predictor: Predictor, strategy, source, store: PartStore, lengths, options: PredictOptions,
                lo: int, hi: int | None) -> dict:
     from tqdm.auto import tqdm
 
-    jobs = _jobs(predictor, source, store, lengths, options, lo, hi)
     skipped = parts = rows = 0
     end = lo
     map_fn = predictor.map_fn()
     with tqdm(unit="row", disable=not options.progress, desc=f"predict ({predictor.kind})") as bar:
-        for job in _prefetch(jobs):
+        for job in prefetch(jobs(predictor, source, store, lengths, options, lo, hi)):
             parts += 1
             if isinstance(job, PartInfo):
                 skipped += 1
@@ -262,10 +239,10 @@ def _run_parts(predictor: Predictor, strategy, source, store: PartStore, lengths
                 end = job.hi
                 bar.update(job.rows)
                 continue
+            n = len(job.tokens)
             out = predict_bucketed(predictor.model, strategy, job.tokens, buckets=lengths,
                                    global_batch_size=options.global_batch_size, pad_values=predictor.pad_values,
-                                   map_fn=map_fn)
-            n = len(job.tokens)
+                                   map_fn=map_fn) if n else predictor.empty_outputs()
             cols = dict(job.columns)
             cols.update(predictor.columns(out, job.tokens, with_truncated=source.kind != "documents"))
             frame = pd.DataFrame(cols)
@@ -279,177 +256,6 @@ def _run_parts(predictor: Predictor, strategy, source, store: PartStore, lengths
     return {"parts": parts, "skipped": skipped, "rows": rows, "end": end}
 
 
-def _jobs(predictor: Predictor, source, store: PartStore, lengths, options: PredictOptions, lo: int,
-          hi: int | None) -> Iterator[PartInfo | _Work]:
-    """Finished parts to skip (their ``PartInfo``) and parts to predict (``_Work``), in order."""
-    stream = itertools.islice(source.units(), lo, hi)
-    size = options.part_size
-    pos, k = lo, 0
-    while True:
-        info = store.info(k)
-        if info is not None:
-            units = _take(stream, info.hi - info.lo) if info.lo == pos else []
-            extra = _take(stream, 1) if info.rows < size else []
-            if units and len(units) == info.hi - info.lo and not extra and source.digest(units) == info.sha256:
-                yield info
-                pos, k = info.hi, k + 1
-                continue
-            log.warning("%s: the input differs from part %d on (another input, or it changed); predicting again "
-                        "from there", store.dir, k)
-            store.discard_from(k)
-            stream = itertools.chain(units, extra, stream)
-        if source.kind == "documents":
-            work = _document_part(predictor, stream, lengths[-1], options, size)
-        else:
-            units = _take(stream, size)
-            work = _row_part(predictor, source.kind, units, lengths[-1], options) if units else None
-        if work is None:
-            return
-        work.index, work.lo, work.hi = k, pos, pos + work.hi
-        work.sha256 = source.digest(work.columns.pop("_units"))
-        if source.kind != "documents":
-            work.columns = {"row": np.arange(work.lo, work.hi, dtype=np.int64), **work.columns}
-        yield work
-        pos, k = work.hi, k + 1
-
-
-def _row_part(predictor: Predictor, kind: str, units: list, max_length: int, options: PredictOptions) -> _Work:
-    if kind == "tokens":
-        names = [f for f in predictor.features if f in units[0][1]]
-        tokens = TokenRows.from_ragged({f: [u[1][f] for u in units] for f in names})
-        if "token_type_ids" in predictor.features and "token_type_ids" not in names:
-            raise DataError("the prepared records lack token_type_ids, which this model reads")
-        columns = {"example_id": np.asarray([u[0] for u in units], dtype=np.int64)}
-    else:
-        tokens = tokenize_texts(predictor.tokenizer, [r.text for r in units], max_length,
-                                features=predictor.features)
-        columns = {"id": [r.source_id for r in units]} if options.id_column else {}
-    return _Work(0, 0, len(units), "", tokens, {"_units": units, **columns})
-
-
-def _document_part(predictor: Predictor, stream: Iterator, max_length: int, options: PredictOptions,
-                   size: int) -> _Work | None:
-    docs, chunks, spans = [], [], []
-    for doc_id, text in stream:
-        docs.append((doc_id, text))
-        mine = docs_lib.chunk_documents([(doc_id, text)], predictor.tokenizer, max_length, options.documents)
-        chunks.extend(mine)
-        spans.extend(text[c.start:c.end] for c in mine)
-        if len(chunks) >= size:
-            break
-    if not docs:
-        return None
-    ragged = {"input_ids": [c.input_ids for c in chunks], "attention_mask": [[1] * c.n_tokens for c in chunks]}
-    if "token_type_ids" in predictor.features:
-        ragged["token_type_ids"] = [c.token_type_ids for c in chunks]
-    columns = {"doc_id": [c.doc_id for c in chunks], "chunk_id": np.asarray([c.chunk_id for c in chunks], np.int64),
-               "start": np.asarray([c.start for c in chunks], np.int64),
-               "end": np.asarray([c.end for c in chunks], np.int64), "text": spans}
-    return _Work(0, 0, len(docs), "", TokenRows.from_ragged(ragged), {"_units": docs, **columns})
-
-
-def _prefetch(items: Iterator, depth: int = 1) -> Iterator:
-    """Run ``items`` in a thread, at most ``depth`` ready items ahead of the consumer (tokenizing part k+1 while
-    the device predicts part k). An error in the thread is raised here, after the items before it."""
-    ready: queue.Queue = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-
-    def put(entry) -> bool:
-        while not stop.is_set():
-            try:
-                ready.put(entry, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def produce() -> None:
-        try:
-            for item in items:
-                if not put(("item", item)):
-                    return
-            put(("end", None))
-        except BaseException as e:  # handed to the consumer, which raises it in the main thread
-            put(("error", e))
-
-    thread = threading.Thread(target=produce, name="tfsent-prefetch", daemon=True)
-    thread.start()
-    try:
-        while True:
-            what, value = ready.get()
-            if what == "end":
-                return
-            if what == "error":
-                raise value
-            yield value
-    finally:
-        stop.set()
-        thread.join()
-
-
-# ---- the merge ------------------------------------------------------------------------------------------------
-
-def _merge(stores: list[tuple[pathlib.Path, dict]], source, output: pathlib.Path, out_fmt: str, kind: str,
-           fmt: str, options: PredictOptions) -> dict:
-    """Stream every part of every store, in order, into the output(s), checking units 0..N-1 exactly once."""
-    summary = summary_for(kind)
-    documents = fmt == "documents"
-    doc_ids = [f.stem for f in source.files] if documents else None
-    chunks_out = output.with_name(f"{output.stem}.chunks{output.suffix}")
-    rows = at = 0
-    with outputs.table_writer(output, out_fmt) as main, \
-            (outputs.table_writer(chunks_out, out_fmt) if documents else _nothing()) as chunk_writer:
-        for folder, record in stores:
-            for info, frame in iter_parts(folder, record["parts"]):
-                path = folder / f"rows-{info.index:05d}.parquet"
-                if info.lo != at:
-                    raise OutputError(f"{path}: covers units {info.lo}..{info.hi - 1}, expected "
-                                      f"to start at {at}: parts overlap or leave a gap")
-                at = info.hi
-                _check_part(path, info, frame, documents, doc_ids)
-                summary.add(frame)
-                rows += len(frame)
-                if documents:
-                    chunk_writer.write(frame)
-                    names = [c[len("prob_"):] for c in frame.columns if c.startswith("prob_")]
-                    table = docs_lib.aggregate_documents(
-                        doc_ids[info.lo:info.hi], frame["doc_id"].tolist(), frame["n_tokens"].to_numpy(),
-                        frame["label_id"].to_numpy(), frame[[f"prob_{n}" for n in names]].to_numpy(), names,
-                        options.documents.weight)
-                    main.write(pd.DataFrame(table))
-                else:
-                    main.write(frame)
-        if documents and at != len(doc_ids):
-            raise OutputError(f"parts cover {at} of {len(doc_ids)} documents")
-        result = summary.result()  # may refuse (a masked LM with nothing masked): no output is written then
-    result["rows"] = rows
-    if documents:
-        result.update(documents=len(doc_ids), chunks=rows, chunks_output=str(chunks_out))
-    return result
-
-
-class _nothing:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
-
-
-def _check_part(path: pathlib.Path, info: PartInfo, frame: pd.DataFrame, documents: bool, doc_ids) -> None:
-    if len(frame) != info.rows:
-        raise OutputError(f"{path}: holds {len(frame)} rows, its metadata says {info.rows}")
-    if documents:
-        index = {d: i for i, d in enumerate(doc_ids[info.lo:info.hi])}
-        which = np.asarray([index.get(d, -1) for d in frame["doc_id"]])
-        if (which < 0).any() or (np.diff(which) < 0).any():
-            raise OutputError(f"{path}: chunks of documents outside {info.lo}..{info.hi - 1} or out of order")
-        return
-    ids = frame["row"].to_numpy()
-    if len(ids) != info.hi - info.lo or (ids != np.arange(info.lo, info.hi)).any():
-        raise OutputError(f"{path}: rows are not exactly {info.lo}..{info.hi - 1} in order")
-
-
 def _merge_shards(input: pathlib.Path, output: pathlib.Path, out_fmt: str, fmt: str, kind: str,
                   options: PredictOptions, fp: str, start: float) -> dict:
     if options.num_shards < 2:
@@ -457,7 +263,7 @@ def _merge_shards(input: pathlib.Path, output: pathlib.Path, out_fmt: str, fmt: 
     source = inputs.open_source(input, fmt, text_column=options.text_column, id_column=options.id_column,
                                 encoding=options.encoding, split=options.split)
     stores = sharded.check_shards(output, options.num_shards, fp)
-    summary = _merge(stores, source, output, out_fmt, kind, fmt, options)
+    summary = merge(stores, source, output, out_fmt, kind, fmt, options)
     for f, _ in stores:
         remove_folder(f)
     summary.update(shards=options.num_shards, parts=sum(r["parts"] for _, r in stores))

@@ -81,6 +81,12 @@ class MaskedLMPredictor(Predictor):
         raise DataError(f"{source}: a masked LM checkpoint scores rows, not documents; pass a text, csv, jsonl or "
                         "parquet file, or a prepared MLM dataset folder (input_format=tfrecord)")
 
+    def empty_outputs(self) -> dict[str, np.ndarray]:
+        p, k = self.model.spec.max_predictions, self.model.spec.top_k
+        return {"labels": np.zeros((0, p), np.int32), "num_masked": np.zeros(0, np.int32),
+                "num_correct": np.zeros(0, np.int32), "loss": np.zeros(0, np.float32),
+                "top_ids": np.zeros((0, p, k), np.int32)}
+
     def _tokens(self, ids: np.ndarray, keep: np.ndarray) -> str:
         return " ".join(self.tokenizer.convert_ids_to_tokens([int(i) for i in ids[keep]]))
 

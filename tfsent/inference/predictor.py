@@ -59,6 +59,10 @@ class Predictor(abc.ABC):
         """Raise ``DataError`` when this kind cannot score documents (default: it can)."""
 
     @abc.abstractmethod
+    def empty_outputs(self) -> dict[str, np.ndarray]:
+        """The engine's outputs for zero rows (a part of documents without text has no chunk to predict)."""
+
+    @abc.abstractmethod
     def columns(self, out: Mapping[str, np.ndarray], tokens: TokenRows, *, with_truncated: bool) -> dict:
         """Output columns of one part, in order, from the engine's outputs for its rows."""
 
