@@ -165,3 +165,21 @@ def test_steps_per_execution_neither_drops_nor_repeats_rows(ckpt, loaded):
     ref = predict_bucketed(ref_model, ref_strategy, tokens, buckets=(32,), global_batch_size=16)
     np.testing.assert_array_equal(out["label_id"], ref["label_id"])
     np.testing.assert_allclose(out["probs"], ref["probs"], atol=1e-5)
+
+
+def test_tokenizing_in_batches_equals_one_call():
+    from tfsent.inference.tokens import tokenize_texts
+
+    tokenizer = load_tokenizer("minilm_l6")
+    texts = _texts(23, 40, seed=5)
+    whole = tokenize_texts(tokenizer, texts, 32, features=("input_ids", "attention_mask", "token_type_ids"),
+                           batch=100)
+    pieces = tokenize_texts(tokenizer, texts, 32, features=("input_ids", "attention_mask", "token_type_ids"),
+                            batch=4)
+    np.testing.assert_array_equal(pieces.offsets, whole.offsets)
+    np.testing.assert_array_equal(pieces.truncated, whole.truncated)
+    assert whole.truncated.any() and not whole.truncated.all()
+    for k in whole.values:
+        np.testing.assert_array_equal(pieces.values[k], whole.values[k])
+    enc = tokenizer(texts[3], truncation=True, max_length=32)
+    assert pieces.row("input_ids", 3).tolist() == enc["input_ids"]

@@ -86,14 +86,20 @@ class TokenRows:
         return out
 
 
-def tokenize_texts(tokenizer, texts: Sequence[str], max_length: int, *, features: Sequence[str]) -> TokenRows:
-    """Tokenize once, batched; keep each text's first window and flag those that did not fit.
+def tokenize_texts(tokenizer, texts: Sequence[str], max_length: int, *, features: Sequence[str],
+                   batch: int = 4096) -> TokenRows:
+    """Tokenize a part, ``batch`` texts per tokenizer call; keep each text's first window and flag those that did
+    not fit.
+
+    Each call's Python lists (about 30 bytes a token) are packed into flat arrays before the next call, so the
+    lists never exist for more than ``batch`` texts at a time.
 
     Args:
         tokenizer: a Hugging Face fast tokenizer.
         texts: the texts of one part.
         max_length: the top bucket (special tokens included).
         features: which of ``input_ids``, ``attention_mask``, ``token_type_ids`` the model reads.
+        batch: texts per tokenizer call.
 
     Returns:
         The rows, with ``truncated`` True where a text was cut at ``max_length``.
@@ -101,12 +107,25 @@ def tokenize_texts(tokenizer, texts: Sequence[str], max_length: int, *, features
     Raises:
         ValueError: the tokenizer returned another number of rows than texts.
     """
-    enc = tokenizer(list(texts), truncation=True, max_length=max_length, return_overflowing_tokens=True,
-                    return_token_type_ids="token_type_ids" in features, verbose=False)
-    mapping = np.asarray(enc["overflow_to_sample_mapping"], dtype=np.int64)
-    first = np.flatnonzero(np.r_[True, mapping[1:] != mapping[:-1]]) if len(mapping) else mapping
-    if len(first) != len(texts):
-        raise ValueError(f"tokenizer returned {len(first)} rows for {len(texts)} texts")
-    truncated = np.bincount(mapping, minlength=len(texts)) > 1
-    return TokenRows.from_ragged({k: [enc[k][i] for i in first] for k in features}, truncated)
+    pieces = []
+    for start in range(0, len(texts), batch):
+        chunk = list(texts[start:start + batch])
+        enc = tokenizer(chunk, truncation=True, max_length=max_length, return_overflowing_tokens=True,
+                        return_token_type_ids="token_type_ids" in features, verbose=False)
+        mapping = np.asarray(enc["overflow_to_sample_mapping"], dtype=np.int64)
+        first = np.flatnonzero(np.r_[True, mapping[1:] != mapping[:-1]]) if len(mapping) else mapping
+        if len(first) != len(chunk):
+            raise ValueError(f"tokenizer returned {len(first)} rows for {len(chunk)} texts")
+        truncated = np.bincount(mapping, minlength=len(chunk)) > 1
+        pieces.append(TokenRows.from_ragged({k: [enc[k][i] for i in first] for k in features}, truncated))
+    return concat(pieces) if pieces else TokenRows.from_ragged({k: [] for k in features})
 
+
+def concat(pieces: Sequence[TokenRows]) -> TokenRows:
+    """One ``TokenRows`` holding ``pieces`` one after another."""
+    if len(pieces) == 1:
+        return pieces[0]
+    starts = np.cumsum([0] + [int(p.offsets[-1]) for p in pieces[:-1]])
+    offsets = np.concatenate([pieces[0].offsets[:1]] + [p.offsets[1:] + s for p, s in zip(pieces, starts)])
+    values = {k: np.concatenate([p.values[k] for p in pieces]) for k in pieces[0].values}
+    return TokenRows(values, offsets, np.concatenate([p.truncated for p in pieces]))
