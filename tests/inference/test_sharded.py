@@ -152,3 +152,13 @@ def test_two_tf_config_workers_with_multi_worker_strategy_equal_one_process(tiny
     assert frame["row"].tolist() == list(range(37))
     _same(frame, _cli_single(tiny_ckpt, src, tmp_path))
     assert not list(tmp_path.glob("*.parts"))
+
+
+def test_more_shards_than_parts_leaves_empty_shards_that_merge(tiny_ckpt, tmp_path):
+    (tmp_path / "in.txt").write_text("".join(f"line {i} about costs\n" for i in range(4)))
+    out = tmp_path / "out.csv"
+    for i in (2, 1, 0):  # 4 rows are one part: shards 1 and 2 get nothing
+        summary = predict(tiny_ckpt, tmp_path / "in.txt", out, PredictOptions(**KW, num_shards=3, shard_index=i))
+        assert summary["rows"] == (4 if i == 0 else 0)
+    merged = predict(tiny_ckpt, tmp_path / "in.txt", out, PredictOptions(**KW, num_shards=3, merge=True))
+    assert merged["rows"] == 4 and pd.read_csv(out)["row"].tolist() == [0, 1, 2, 3]

@@ -53,8 +53,7 @@ TPU_STEPS_PER_EXECUTION = 32
 class _Shard:
     index: int = 0
     count: int = 1
-    is_chief: bool = True
-    merges: bool = True  # whether this process merges after predicting its slice
+    merges: bool = True  # whether this process merges after predicting its slice (one process, or the chief)
 
 
 def checkpoint_files(ckpt: str | os.PathLike) -> list:
@@ -79,9 +78,9 @@ def fingerprint(ckpt_path: pathlib.Path, input: pathlib.Path, fmt: str, kind: st
     return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def _check_paths(input: pathlib.Path, output: pathlib.Path, fmt: str, overwrite: bool, writes_output: bool) -> None:
+def _check_paths(input: pathlib.Path, output: pathlib.Path, overwrite: bool, writes_output: bool) -> None:
     real_in, real_out = input.resolve(), output.resolve()
-    if real_in == real_out or (fmt == "documents" and real_in in real_out.parents and real_out.suffix == ".txt"):
+    if real_in == real_out:
         raise OutputError(f"output={output} is the input {input} (after resolving links); choose another output, "
                           "the input would be destroyed")
     if output.is_dir():
@@ -104,9 +103,9 @@ def _shard_plan(options: PredictOptions) -> tuple[_Shard, str]:
             raise ValueError("strategy=multi_worker takes its shards from TF_CONFIG; drop num_shards/shard_index")
         info = worker_info()
         # Each worker predicts on its own devices: prediction needs no collective.
-        return _Shard(info.index, info.count, info.is_chief, merges=info.is_chief), "auto"
-    return _Shard(options.shard_index, options.num_shards, options.shard_index == 0,
-                  merges=options.num_shards == 1), options.strategy
+        return _Shard(info.index, info.count, merges=info.is_chief), "auto"
+    # Independent processes may run at different times: none waits for the others; merge=true joins them after.
+    return _Shard(options.shard_index, options.num_shards, merges=options.num_shards == 1), options.strategy
 
 
 def predict(ckpt_path: str | os.PathLike, input: str | os.PathLike, output: str | os.PathLike,
@@ -142,7 +141,7 @@ def predict(ckpt_path: str | os.PathLike, input: str | os.PathLike, output: str 
     out_fmt = outputs.infer_format(output, options.output_format)
     fmt = inputs.infer_format(input, options.input_format)
     shard, strategy_name = _shard_plan(options)
-    _check_paths(input, output, fmt, options.overwrite, shard.merges or options.merge)
+    _check_paths(input, output, options.overwrite, shard.merges or options.merge)
     if strategy is None:
         strategy = make_strategy(strategy_name)
     check_global_batch(options.global_batch_size, strategy, "global_batch_size")
@@ -171,6 +170,8 @@ def predict(ckpt_path: str | os.PathLike, input: str | os.PathLike, output: str 
             total = source.count()
             lo, hi = _slice(total, shard, fmt, options.part_size)
         run = _run_parts(predictor, strategy, source, store, lengths, options, lo, hi)
+        if (total if shard.count > 1 else run["rows"]) == 0:
+            raise DataError(f"{input}: nothing to predict (no rows or chunks)")
         summary = {"parts": run["parts"], "parts_skipped": run["skipped"], "buckets": list(lengths),
                    "replicas": strategy.num_replicas_in_sync}
         if shard.count > 1:
@@ -201,7 +202,7 @@ def _slice(total: int, shard: _Shard, fmt: str, part_size: int) -> tuple[int, in
     # Whole parts of the one-process run: the same parts give the same rows (and the same masked-LM masks).
     n_parts = -(-total // part_size)
     p_lo, p_hi = sharded.shard_bounds(n_parts, shard.count, shard.index)
-    return p_lo * part_size, min(total, p_hi * part_size)
+    return min(total, p_lo * part_size), min(total, p_hi * part_size)
 
 
 def _finish(summary: dict, start: float, kind: str | None = None, output: pathlib.Path | None = None) -> dict:
@@ -250,8 +251,6 @@ def _run_parts(predictor: Predictor, strategy, source, store: PartStore, lengths
             rows += n
             end = job.hi
             bar.update(n)
-    if rows == 0:
-        raise DataError(f"{source.path}: nothing to predict (no rows or chunks)")
     store.discard_from(parts)  # parts of a longer, older input
     return {"parts": parts, "skipped": skipped, "rows": rows, "end": end}
 
