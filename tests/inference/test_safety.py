@@ -11,6 +11,7 @@ import pytest
 from tfsent.inference.driver import predict
 from tfsent.inference.options import PredictOptions
 from tfsent.inference.outputs import OutputError
+from tfsent.inference.parts import LOCK
 from tfsent.runtime import locks
 
 from fault_helpers import kill, launch, processes, tails, wait_all, wait_for
@@ -81,7 +82,7 @@ def test_a_second_run_on_a_locked_output_fails_at_once_naming_the_holder(ckpt, s
     parts = tmp_path / "out.csv.parts"
     parts.mkdir()
     (parts / "manifest.json").write_text('{"format": "tfsent.parts/1", "fingerprint": "x"}')
-    with locks.exclusive(parts / ".lock", "test"):
+    with locks.exclusive(parts / LOCK, "test"):
         with pytest.raises(locks.LockedError, match=rf"out.csv.parts is in use by another run \(pid {os.getpid()} "):
             predict(ckpt, src, tmp_path / "out.csv", OPTS)
     assert not (tmp_path / "out.csv").exists()

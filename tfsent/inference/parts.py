@@ -30,7 +30,7 @@ from tfsent.runtime import atomic, locks
 log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
-LOCK = ".lock"
+LOCK = "run.lock"
 COMPLETE = "complete.json"  # a shard's record of its finished slice (tfsent.inference.sharded)
 _OWN = (MANIFEST, LOCK, COMPLETE)
 FORMAT = "tfsent.parts/1"
