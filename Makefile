@@ -49,11 +49,11 @@ demo: ## Offline end to end: fine-tune MiniLM-L6 on PhraseBank AllAgree, score s
 	$(PY) -m tfsent.train +experiment=finbert_tone data=phrasebank_allagree trainer.epochs=1 overwrite=true \
 		hydra.run.dir=$(RUN_DIR)/train
 	$(PY) -m tfsent.predict ckpt_path=$(RUN_DIR)/train/model input=data/demo/sentences.txt input_format=text \
-		output=$(RUN_DIR)/sentences.csv hydra.run.dir=$(RUN_DIR)/predict-sentences
+		output=$(RUN_DIR)/sentences.csv overwrite=true hydra.run.dir=$(RUN_DIR)/predict-sentences
 	@cat $(RUN_DIR)/sentences.csv
 	@if [ -d "$(TRANSCRIPTS)" ]; then \
 		$(PY) -m tfsent.predict ckpt_path=$(RUN_DIR)/train/model input=$(TRANSCRIPTS) input_format=documents \
-			output=$(RUN_DIR)/transcripts.csv max_length=128 hydra.run.dir=$(RUN_DIR)/predict-transcripts; \
+			output=$(RUN_DIR)/transcripts.csv max_length=128 overwrite=true hydra.run.dir=$(RUN_DIR)/predict-transcripts; \
 	else echo "demo: $(TRANSCRIPTS) absent; skipped the transcript scores"; fi
 
 quality: ## Reproduce the README quality table (MiniLM-L6 on PhraseBank 50Agree and AllAgree, CPU)

@@ -76,13 +76,13 @@ def training_flops(forward: int) -> int:
 
 
 def padded_rows(lengths: Iterable[int], buckets: Iterable[int], global_batch_size: int) -> dict[int, int]:
-    """Rows per bucket length as ``tfsent.bucketing.predict_bucketed`` runs them (its own assignment: smallest
+    """Rows per bucket length as ``tfsent.inference.engine.predict_bucketed`` runs them (its own assignment: smallest
     bucket that holds a row, partial batches spilled up where cheaper, each bucket padded to whole batches).
 
     Raises:
         ValueError: a length above the top bucket.
     """
-    from tfsent.bucketing import assign_buckets, spill_partial_batches
+    from tfsent.inference.engine import assign_buckets, spill_partial_batches
 
     edges = sorted(int(b) for b in buckets)
     lengths = np.fromiter(lengths, dtype=np.int64)

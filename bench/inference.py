@@ -21,7 +21,8 @@ import tensorflow as tf
 from bench import flops as flops_lib
 from bench.machine import RssSampler
 from bench.table import Measurement
-from tfsent.bucketing import DEFAULT_BUCKETS, bucket_lengths
+from tfsent.inference.engine import DEFAULT_BUCKETS, bucket_lengths
+from tfsent.inference.tokens import TokenRows
 
 LABELS = ["negative", "neutral", "positive"]
 FIXED_LENGTH = 128
@@ -132,32 +133,32 @@ def _warm_bucketed(clf, strategy, tokenizer, texts, batch_size):
     The timed run puts rows where ``predict_bucketed`` does (smallest bucket, partial batches spilled up); a
     bucket in use always holds a row assigned to it first, and a whole batch of copies of that row stays there.
     """
-    from tfsent.bucketing import assign_buckets, predict_bucketed, spill_partial_batches
+    from tfsent.inference.engine import assign_buckets, predict_bucketed, spill_partial_batches
 
     lengths = token_lengths(tokenizer, texts)
     first_fit = assign_buckets(np.asarray(lengths), BUCKETS)
     used = set(spill_partial_batches(first_fit, np.asarray(lengths), BUCKETS, batch_size).tolist())
     warm = [texts[int(np.flatnonzero(first_fit == b)[0])] for b in sorted(used) for _ in range(batch_size)]
-    predict_bucketed(clf, strategy, _ragged(tokenizer, warm), buckets=BUCKETS, global_batch_size=batch_size,
+    predict_bucketed(clf, strategy, TokenRows.from_ragged(_ragged(tokenizer, warm)), buckets=BUCKETS, global_batch_size=batch_size,
                      pad_values={"input_ids": tokenizer.pad_token_id})
     return lengths
 
 
 def tfsent_predict(clf, strategy, tokenizer, texts: Sequence[str], batch_size: int, label: str,
                    name: str = "tfsent predict") -> tuple[Measurement, Measurement]:
-    """tfsent's bucketed, XLA-compiled predict on a warm model (``tfsent.bucketing.predict_bucketed``, the core
+    """tfsent's bucketed, XLA-compiled predict on a warm model (``tfsent.inference.engine.predict_bucketed``, the core
     of ``tfsent.predict``).
 
     Returns:
         ``(measurement, useful)``: the run with the FLOPs it executed (padded buckets, filler rows included),
         and the same time with only the FLOPs of the real tokens (no padding at all).
     """
-    from tfsent.bucketing import predict_bucketed
+    from tfsent.inference.engine import predict_bucketed
 
     lengths = _warm_bucketed(clf, strategy, tokenizer, texts, batch_size)
     with RssSampler() as rss:
         start = time.perf_counter()
-        out = predict_bucketed(clf, strategy, _ragged(tokenizer, texts), buckets=BUCKETS,
+        out = predict_bucketed(clf, strategy, TokenRows.from_ragged(_ragged(tokenizer, texts)), buckets=BUCKETS,
                                global_batch_size=batch_size, pad_values={"input_ids": tokenizer.pad_token_id})
         seconds = time.perf_counter() - start
     assert len(out["label_id"]) == len(texts)
@@ -171,17 +172,18 @@ def tfsent_predict(clf, strategy, tokenizer, texts: Sequence[str], batch_size: i
 
 
 def tfsent_predict_cold(clf, tokenizer, texts: Sequence[str], batch_size: int, label: str) -> Measurement:
-    """``tfsent.predict.predict()`` end to end, as ``make predict`` runs it: checkpoint folder and text file in,
+    """``tfsent.inference.driver.predict()`` end to end, as ``make predict`` runs it: checkpoint folder and text file in,
     CSV out; model loading, tokenization, XLA compilation of each bucket and writing included."""
-    from tfsent.predict import predict
+    from tfsent.inference.driver import predict
+    from tfsent.inference.options import PredictOptions
 
     with tempfile.TemporaryDirectory(prefix="tfsent-bench-") as tmp:
         tmp = pathlib.Path(tmp)
         clf.save_pretrained(tmp / "ckpt", tokenizer=tokenizer)
         (tmp / "texts.txt").write_text("\n".join(t.replace("\n", " ") for t in texts) + "\n", encoding="utf-8")
         start = time.perf_counter()
-        summary = predict(tmp / "ckpt", tmp / "texts.txt", tmp / "out.csv", strategy="cpu",
-                          global_batch_size=batch_size, buckets=BUCKETS, progress=False)
+        summary = predict(tmp / "ckpt", tmp / "texts.txt", tmp / "out.csv",
+                          PredictOptions(strategy="cpu", global_batch_size=batch_size, buckets=BUCKETS, progress=False))
         seconds = time.perf_counter() - start
     assert summary["rows"] == len(texts)
     return Measurement(f"tfsent.predict() cold, file to file ({label})", len(texts), seconds,

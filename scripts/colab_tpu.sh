@@ -52,11 +52,11 @@ if [[ "${DEMO:-1}" == 1 ]]; then
   # shellcheck disable=SC2086  # TRAIN_ARGS is a list of Hydra overrides
   run "$PYTHON" -m tfsent.train +experiment=finbert_tone strategy=tpu overwrite=true $TRAIN_ARGS "hydra.run.dir=$RUN_DIR/train"
   run "$PYTHON" -m tfsent.predict strategy=tpu "ckpt_path=$RUN_DIR/train/model" input=data/demo/sentences.txt \
-      input_format=text "output=$RUN_DIR/sentences.csv" "hydra.run.dir=$RUN_DIR/predict-sentences"
+      input_format=text "output=$RUN_DIR/sentences.csv" overwrite=true "hydra.run.dir=$RUN_DIR/predict-sentences"
   if [[ "${DRY_RUN:-0}" != 1 ]]; then cat "$RUN_DIR/sentences.csv"; fi
   if [[ -d "$TRANSCRIPTS" ]]; then
     run "$PYTHON" -m tfsent.predict strategy=tpu "ckpt_path=$RUN_DIR/train/model" "input=$TRANSCRIPTS" \
-        input_format=documents "output=$RUN_DIR/transcripts.csv" "hydra.run.dir=$RUN_DIR/predict-transcripts"
+        input_format=documents "output=$RUN_DIR/transcripts.csv" overwrite=true "hydra.run.dir=$RUN_DIR/predict-transcripts"
   else
     echo "colab_tpu: $TRANSCRIPTS absent; skipped the document scores (set TRANSCRIPTS=folder of .txt files)"
   fi

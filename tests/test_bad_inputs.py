@@ -12,21 +12,20 @@ import shutil
 
 import pandas as pd
 import pytest
+import tf_keras
 from hydra import compose, initialize_config_dir
 from transformers import RobertaConfig
 
 from tfsent.config import ConfigError, conf_dir
 from tfsent.data.errors import DataError
-from helpers.records import verify_shards
-from tfsent.data.manifest import load_manifest
-from tfsent.models import load_tokenizer
-from helpers.tiny import tiny_checkpoint
+from tfsent.data.reader import load_manifest, verify_shards
+from tfsent.models import ClassifierSpec, build_classifier, load_tokenizer
 from tfsent.models.loading import CheckpointError
 from tfsent.models.loading import PositionError, check_max_positions
-from tfsent.outputs import OutputError
-from tfsent.predict import predict
-from tfsent.config import ClassificationDataSpec
-from tfsent.data.prepare import prepare_classification
+from tfsent.inference.driver import predict
+from tfsent.inference.options import PredictOptions
+from tfsent.inference.outputs import OutputError
+from tfsent.prepare import PrepareSpec, prepare
 from tfsent.train import train
 
 LABELS = ["negative", "neutral", "positive"]
@@ -55,10 +54,9 @@ def tokenizer():
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory, tokenizer) -> pathlib.Path:
     root = tmp_path_factory.mktemp("data")
-    spec = ClassificationDataSpec(name="tiny", format="csv", path=str(_csv(root / "src.csv", _rows())),
-                                  label_names=LABELS,
+    spec = PrepareSpec(name="tiny", format="csv", path=str(_csv(root / "src.csv", _rows())), label_names=LABELS,
                        max_seq_length=16, num_shards={"train": 2, "validation": 1, "test": 1})
-    prepare_classification(spec, tokenizer, root / "prepared", tokenizer_name="minilm_l6")
+    prepare(spec, tokenizer, root / "prepared", tokenizer_name="minilm_l6")
     return root / "prepared"
 
 
@@ -69,8 +67,11 @@ def data_copy(dataset, tmp_path) -> pathlib.Path:
 
 @pytest.fixture(scope="module")
 def ckpt(tmp_path_factory, tokenizer) -> pathlib.Path:
-    return tiny_checkpoint(tmp_path_factory.mktemp("ckpt") / "model", max_seq_length=64, labels=LABELS,
-                           tokenizer=tokenizer, num_hidden_layers=1)
+    tf_keras.utils.set_random_seed(0)
+    config = dict(arch="bert", vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                  intermediate_size=64, max_position_embeddings=64)
+    model = build_classifier(ClassifierSpec(config=config, label_names=LABELS, max_seq_length=64))
+    return model.save_pretrained(tmp_path_factory.mktemp("ckpt") / "model", tokenizer=tokenizer)
 
 
 # ---- prepare --------------------------------------------------------------------------------------------------
@@ -108,19 +109,19 @@ PREPARE_CASES = {
 def test_prepare_rejects_bad_source(kind, tmp_path, tokenizer):
     fmt, make, message = PREPARE_CASES[kind]
     src = make(tmp_path)
-    spec = ClassificationDataSpec(name="bad", format=fmt, path=str(src), label_names=LABELS, max_seq_length=16)
+    spec = PrepareSpec(name="bad", format=fmt, path=str(src), label_names=LABELS, max_seq_length=16)
     with pytest.raises(DataError, match=message.format(src=re.escape(str(src)))):
-        prepare_classification(spec, tokenizer, tmp_path / "out")
+        prepare(spec, tokenizer, tmp_path / "out")
     assert not (tmp_path / "out").exists() and _leftovers(tmp_path) == []
 
 
 def test_prepare_never_overwrites_an_existing_dataset(data_copy, tmp_path, tokenizer):
     before = {p.name: p.stat().st_mtime_ns for p in data_copy.iterdir()}
-    spec = ClassificationDataSpec(name="tiny", format="csv", path=str(_csv(tmp_path / "other.csv", _rows(30))),
+    spec = PrepareSpec(name="tiny", format="csv", path=str(_csv(tmp_path / "other.csv", _rows(30))),
                        label_names=LABELS, max_seq_length=16)
     with pytest.raises(DataError, match=rf"{re.escape(str(data_copy))}: already exists; remove it or pass "
                                         r"overwrite=True"):
-        prepare_classification(spec, tokenizer, data_copy)
+        prepare(spec, tokenizer, data_copy)
     assert {p.name: p.stat().st_mtime_ns for p in data_copy.iterdir()} == before
 
 
@@ -250,6 +251,7 @@ def test_roberta_positions_reserve_pad_plus_one():
 # ---- predict --------------------------------------------------------------------------------------------------
 
 KW = dict(strategy="cpu", global_batch_size=4, buckets=(16,), part_size=4, progress=False, jit_compile=False)
+OPTS = PredictOptions(**KW)
 
 
 def _no_output(out: pathlib.Path) -> bool:
@@ -268,7 +270,7 @@ def test_predict_rejects_bad_text_input(ckpt, tmp_path, name, data, message):
     src.write_bytes(data)
     out = tmp_path / "out.csv"
     with pytest.raises(DataError, match=message.format(src=re.escape(str(src)))):
-        predict(ckpt, src, out, **KW)
+        predict(ckpt, src, out, OPTS)
     assert _no_output(out)
 
 
@@ -276,7 +278,7 @@ def test_predict_truncates_a_huge_line_and_marks_it(ckpt, tmp_path):
     src = tmp_path / "in.txt"
     src.write_text("profit rose\n" + " ".join(["revenue"] * 3_000) + "\nsales fell\n")
     out = tmp_path / "out.csv"
-    predict(ckpt, src, out, **KW)
+    predict(ckpt, src, out, OPTS)
     frame = pd.read_csv(out)
     assert frame["row"].tolist() == [0, 1, 2]
     assert frame["truncated"].tolist() == [False, True, False]
@@ -286,7 +288,7 @@ def test_predict_truncates_a_huge_line_and_marks_it(ckpt, tmp_path):
 def test_predict_rejects_an_unknown_output_format_before_reading(ckpt, tmp_path):
     out = tmp_path / "out.xlsx"
     with pytest.raises(OutputError, match=rf"cannot tell the output format of {re.escape(str(out))}"):
-        predict(ckpt, tmp_path / "does-not-matter.txt", out, **KW)
+        predict(ckpt, tmp_path / "does-not-matter.txt", out, OPTS)
     assert _no_output(out)
 
 
@@ -298,7 +300,7 @@ def test_predict_rejects_a_checkpoint_of_another_size(ckpt, tmp_path):
     (tmp_path / "in.txt").write_text("profit rose\n")
     out = tmp_path / "out.csv"
     with pytest.raises(CheckpointError, match=rf"{re.escape(str(other / 'tf_model.h5'))}: cannot load weights into"):
-        predict(other, tmp_path / "in.txt", out, **KW)
+        predict(other, tmp_path / "in.txt", out, OPTS)
     assert _no_output(out)
 
 
@@ -311,7 +313,7 @@ def test_predict_rejects_a_checkpoint_of_another_architecture(ckpt, tmp_path):
     out = tmp_path / "out.csv"
     with pytest.raises(CheckpointError, match=rf"{re.escape(str(other / 'tfsent_model.json'))}: says "
                                               r"arch='roberta'.*but config.json gives 'bert'"):
-        predict(other, tmp_path / "in.txt", out, **KW)
+        predict(other, tmp_path / "in.txt", out, OPTS)
     assert _no_output(out)
 
 
@@ -320,7 +322,7 @@ def test_predict_rejects_a_folder_that_is_no_classifier(tmp_path):
     (tmp_path / "in.txt").write_text("profit rose\n")
     out = tmp_path / "out.csv"
     with pytest.raises(CheckpointError, match=r"ckpt: cannot load a tokenizer|ckpt/tfsent_model.json: missing"):
-        predict(tmp_path / "ckpt", tmp_path / "in.txt", out, **KW)
+        predict(tmp_path / "ckpt", tmp_path / "in.txt", out, OPTS)
     assert _no_output(out)
 
 
@@ -328,7 +330,7 @@ def test_predict_rejects_tfrecords_longer_than_the_top_bucket(ckpt, dataset, tmp
     out = tmp_path / "out.csv"
     with pytest.raises(DataError, match=rf"{re.escape(str(dataset))}: record \d+ has \d+ tokens, more than the top "
                                         r"bucket 4; raise buckets"):
-        predict(ckpt, dataset, out, **{**KW, "buckets": (4,)})
+        predict(ckpt, dataset, out, PredictOptions(**{**KW, "buckets": (4,)}))
     assert _no_output(out)
 
 
@@ -336,5 +338,6 @@ def test_predict_batch_not_divisible_by_replicas(ckpt, tmp_path):
     out = tmp_path / "out.csv"
     with pytest.raises(ValueError, match=r"global_batch_size=12 is a global batch and must be a positive multiple "
                                          r"of the 8 replicas in sync \(try 8\)"):
-        predict(ckpt, tmp_path / "in.txt", out, **{**KW, "strategy": "virtual_cpu:8", "global_batch_size": 12})
+        predict(ckpt, tmp_path / "in.txt", out,
+                PredictOptions(**{**KW, "strategy": "virtual_cpu:8", "global_batch_size": 12}))
     assert _no_output(out)

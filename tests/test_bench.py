@@ -150,3 +150,13 @@ def test_pipeline_ceiling_exact():
                         "most **4.00x** the pipeline.")
     assert "120.0 GFLOP/s (1.20x TF's)" in lines[3] and len(lines) == 5
     assert _ceilings(100e9, None, [table.Measurement("HF pipeline", 10, 1.0)], []) == []
+
+
+def test_streaming_bench_inputs_are_unique_and_quick_is_small():
+    from bench import streaming
+
+    texts = streaming.unique_sentences(["a.", "b."], 5)
+    assert texts == ["a. (0)", "b. (1)", "a. (2)", "b. (3)", "a. (4)"] and len(set(texts)) == 5
+    quick = streaming.parse_args(["--quick"])
+    assert quick.sizes == "300,600" and quick.part_size == 128
+    assert streaming.parse_args([]).sizes == "10000,100000,1000000"

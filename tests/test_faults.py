@@ -17,9 +17,11 @@ import numpy as np
 import pandas as pd
 import pytest
 import tensorflow as tf
+import tf_keras
 
-from helpers.tiny import tiny_checkpoint
-from tfsent.predict import predict
+from tfsent.models import ClassifierSpec, build_classifier, load_tokenizer
+from tfsent.inference.driver import predict
+from tfsent.inference.options import PredictOptions
 
 from fault_helpers import checkpoint_files, kill, launch, processes, read_step, tails, wait_all, wait_for
 
@@ -95,7 +97,11 @@ def test_training_survives_sigkill_and_ends_with_planned_updates(tmp_path):
 
 @pytest.fixture(scope="module")
 def tiny_ckpt(tmp_path_factory):
-    return tiny_checkpoint(tmp_path_factory.mktemp("ckpt") / "model", max_seq_length=64, labels=LABELS)
+    tf_keras.utils.set_random_seed(0)
+    config = dict(arch="bert", vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                  intermediate_size=64, max_position_embeddings=64)
+    model = build_classifier(ClassifierSpec(config=config, label_names=LABELS, max_seq_length=64))
+    return model.save_pretrained(tmp_path_factory.mktemp("ckpt") / "model", tokenizer=load_tokenizer("minilm_l6"))
 
 
 @pytest.mark.slow
@@ -145,8 +151,9 @@ def test_prediction_survives_sigkill_with_every_row_once(tiny_ckpt, tmp_path):
     assert frame["row"].tolist() == list(range(n))
     assert not parts.exists()
     reference = tmp_path / "reference.csv"
-    predict(tiny_ckpt, tmp_path / "in.txt", reference, strategy="cpu", global_batch_size=4, buckets=(16,),
-            part_size=part_size, progress=False)
+    predict(tiny_ckpt, tmp_path / "in.txt", reference, PredictOptions(strategy="cpu", global_batch_size=4,
+                                                                      buckets=(16,), part_size=part_size,
+                                                                      progress=False))
     ref = pd.read_csv(reference)
     assert frame["label"].tolist() == ref["label"].tolist()
     np.testing.assert_allclose(frame.filter(like="prob_").to_numpy(), ref.filter(like="prob_").to_numpy(),

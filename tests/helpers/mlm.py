@@ -8,9 +8,8 @@ mask seed as predict, the same reader (filler rows included), the model's reduce
 import numpy as np
 
 from tfsent.data.manifest import load_manifest
-from tfsent.data.masking import masking_map_fn
+from tfsent.data.masking import EVAL_MASK_SEED, masking_map_fn
 from tfsent.data.reader import make_distributed_dataset
-from tfsent.mlm_predict import DEFAULT_SEED
 
 
 def _dataset(model, data_dir, split, strategy, global_batch_size, seed):
@@ -19,7 +18,7 @@ def _dataset(model, data_dir, split, strategy, global_batch_size, seed):
                                     max_seq_length=model.spec.max_seq_length, key="eval_batch_size")
 
 
-def evaluate_split(model, data_dir, split, strategy, global_batch_size, seed=DEFAULT_SEED) -> dict:
+def evaluate_split(model, data_dir, split, strategy, global_batch_size, seed=EVAL_MASK_SEED) -> dict:
     """``model.evaluate`` over a split: loss, masked accuracy and perplexity, plus the split's row count."""
     dataset, steps = _dataset(model, data_dir, split, strategy, global_batch_size, seed)
     out = {k: float(v) for k, v in model.evaluate(dataset, steps=steps, return_dict=True, verbose=0).items()}
@@ -27,7 +26,7 @@ def evaluate_split(model, data_dir, split, strategy, global_batch_size, seed=DEF
     return out
 
 
-def predict_split(model, data_dir, split, strategy, global_batch_size, seed=DEFAULT_SEED) -> dict:
+def predict_split(model, data_dir, split, strategy, global_batch_size, seed=EVAL_MASK_SEED) -> dict:
     """``model.predict`` over a split: reduced outputs per row, in ``example_id`` order, filler rows dropped."""
     dataset, steps = _dataset(model, data_dir, split, strategy, global_batch_size, seed)
     outputs = model.predict(dataset, steps=steps, verbose=0)

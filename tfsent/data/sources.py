@@ -10,20 +10,28 @@ Formats:
 - ``text``: one text per line, unlabeled (an MLM corpus, sentences to score).
 
 Duplicate texts are kept: they are separate examples (Financial PhraseBank 50Agree has 8 of them).
+
+Files are streamed (:func:`iter_records`): one line (csv: one record) is decoded and checked at a time, so memory
+does not grow with the file and the first bad line stops the reader with everything before it already handed
+on. A UTF-8 byte-order mark is skipped; a CSV quote that never closes is an error naming the line where the
+quoted field started, never rows silently merged; duplicate CSV column names are an error.
 """
 
 from __future__ import annotations
 
 import csv
 import dataclasses
-import io
 import json
 import pathlib
+from collections.abc import Iterator
 from typing import Any, Sequence
 
 from tfsent.data.errors import DataError
 
 FORMATS = ("phrasebank", "csv", "jsonl", "parquet", "text")
+# File suffix -> table format, for every reader and writer of tables (inputs, prediction outputs).
+SUFFIX_FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet", ".pq": "parquet",
+                  ".txt": "text"}
 PHRASEBANK_LABELS = ("negative", "neutral", "positive")
 _DEFAULT_ENCODING = {"phrasebank": "latin-1", "csv": "utf-8", "jsonl": "utf-8", "text": "utf-8"}
 
@@ -48,7 +56,22 @@ class Record:
 def read_records(path: str | pathlib.Path, fmt: str, *, text_column: str = "text",
                  label_column: str | None = "label", id_column: str | None = None, encoding: str | None = None,
                  label_names: Sequence[str] | None = None) -> list[Record]:
-    """Read every example of a source file, in file order.
+    """Read every example of a source file, in file order (see :func:`iter_records` for the arguments).
+
+    Returns:
+        The records, in the order of the file.
+
+    Raises:
+        DataError: see :func:`iter_records`.
+    """
+    return list(iter_records(path, fmt, text_column=text_column, label_column=label_column, id_column=id_column,
+                             encoding=encoding, label_names=label_names))
+
+
+def iter_records(path: str | pathlib.Path, fmt: str, *, text_column: str = "text",
+                 label_column: str | None = "label", id_column: str | None = None, encoding: str | None = None,
+                 label_names: Sequence[str] | None = None, batch_rows: int = 8192) -> Iterator[Record]:
+    """Stream the examples of a source file, in file order, checking each as it is read.
 
     Args:
         path: the source file.
@@ -59,13 +82,15 @@ def read_records(path: str | pathlib.Path, fmt: str, *, text_column: str = "text
         encoding: text encoding; default latin-1 for ``phrasebank``, utf-8 otherwise.
         label_names: the allowed labels; a label outside them is an error. ``phrasebank`` defaults to
             negative/neutral/positive.
+        batch_rows: rows per Parquet read (Parquet is read a batch of a row group at a time).
 
-    Returns:
+    Yields:
         The records, in the order of the file.
 
     Raises:
         DataError: unknown format, missing/empty file, undecodable bytes, NUL bytes, a malformed line, an empty
-            text, a missing column or an unknown label. The message names the file and the line.
+            text, a missing column or an unknown label. The message names the file and the line. It is raised
+            when the reader reaches the bad line: every record before it has been yielded.
     """
     if fmt not in FORMATS:
         raise DataError(f"unknown source format {fmt!r}; expected one of {', '.join(FORMATS)}")
@@ -77,50 +102,65 @@ def read_records(path: str | pathlib.Path, fmt: str, *, text_column: str = "text
     if fmt == "text":
         label_column = None
     if fmt == "parquet":
-        records = _read_parquet(path, text_column, label_column, id_column)
+        records = _read_parquet(path, text_column, label_column, id_column, batch_rows)
     else:
-        text = _decode(path, encoding or _DEFAULT_ENCODING[fmt])
+        lines = _lines(path, encoding or _DEFAULT_ENCODING[fmt])
         reader = {"phrasebank": _read_phrasebank, "csv": _read_csv, "jsonl": _read_jsonl, "text": _read_text}[fmt]
-        records = reader(path, text, text_column=text_column, label_column=label_column, id_column=id_column)
-    if not records:
+        records = reader(path, lines, text_column=text_column, label_column=label_column, id_column=id_column)
+    allowed = set(label_names) if label_names is not None else None
+    empty = True
+    for r in records:
+        if allowed is not None and r.label is not None and r.label not in allowed:
+            raise DataError(f"{path}:{r.line}: unknown label {r.label!r}; expected one of {', '.join(label_names)}")
+        empty = False
+        yield r
+    if empty:
         raise DataError(f"{path}: no examples (empty file)")
-    if label_names is not None:
-        allowed = set(label_names)
-        for r in records:
-            if r.label is not None and r.label not in allowed:
-                raise DataError(f"{path}:{r.line}: unknown label {r.label!r}; expected one of "
-                                f"{', '.join(label_names)}")
-    return records
 
 
-def _line_of(raw: bytes, offset: int) -> int:
-    return raw.count(b"\n", 0, offset) + 1
+def _has_content(f) -> bool:
+    for block in iter(lambda: f.read(1 << 16), b""):
+        if block.strip():
+            return True
+    return False
 
 
-def _decode(path: pathlib.Path, encoding: str) -> str:
-    raw = path.read_bytes()
-    if not raw.strip():
-        raise DataError(f"{path}: no examples (empty file)")
-    nul = raw.find(b"\x00")
-    if nul >= 0:
-        raise DataError(f"{path}:{_line_of(raw, nul)}: NUL byte at byte offset {nul} (binary file or UTF-16? "
-                        "convert it to UTF-8 text)")
+def _lines(path: pathlib.Path, encoding: str) -> Iterator[tuple[int, str]]:
+    """``(line number, decoded line with its terminator)``, one line at a time.
+
+    Lines are split on ``\\n`` bytes only (``str.splitlines`` would also break on ``\\x1c``-``\\x1e``, ``\\x85`` and
+    ``\\u2028``, which latin-1 mojibake can contain) and each is decoded on its own, so an error names its line
+    and its byte offset in the file.
+    """
     try:
-        return raw.decode(encoding)
-    except UnicodeDecodeError as e:
-        raise DataError(f"{path}:{_line_of(raw, e.start)}: cannot decode byte {raw[e.start:e.start + 1]!r} at "
-                        f"byte offset {e.start} as {encoding} (pass the right encoding)") from None
+        "".encode(encoding)
     except LookupError:
         raise DataError(f"{path}: unknown encoding {encoding!r}") from None
+    bom = encoding.lower().replace("_", "-") in ("utf-8", "utf8")
+    with open(path, "rb") as f:
+        if not _has_content(f):
+            raise DataError(f"{path}: no examples (empty file)")
+        f.seek(0)
+        offset = 0
+        for number, raw in enumerate(f, start=1):
+            nul = raw.find(b"\x00")
+            if nul >= 0:
+                raise DataError(f"{path}:{number}: NUL byte at byte offset {offset + nul} (binary file or UTF-16? "
+                                "convert it to UTF-8 text)")
+            if number == 1 and bom and raw.startswith(b"\xef\xbb\xbf"):
+                raw, offset = raw[3:], 3
+            try:
+                line = raw.decode(encoding)
+            except UnicodeDecodeError as e:
+                raise DataError(f"{path}:{number}: cannot decode byte {raw[e.start:e.start + 1]!r} at byte offset "
+                                f"{offset + e.start} as {encoding} (pass the right encoding)") from None
+            offset += len(raw)
+            yield number, line
 
 
-def _lines(text: str):
-    # splitlines() would also break on \x1c-\x1e, \x85 and \u2028, which latin-1 mojibake can contain.
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # the final line terminator
-    for number, line in enumerate(lines, start=1):
-        yield number, line.removesuffix("\r")
+def _stripped(lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
+    for number, line in lines:
+        yield number, line.removesuffix("\n").removesuffix("\r")
 
 
 def _check_text(path: pathlib.Path, line: int, text: Any, what: str) -> str:
@@ -140,39 +180,46 @@ def _label(value: Any) -> str | None:
     return str(value).strip()
 
 
-def _read_phrasebank(path, text, **_) -> list[Record]:
-    records = []
-    for number, line in _lines(text):
+def _read_phrasebank(path, lines, **_) -> Iterator[Record]:
+    for number, line in _stripped(lines):
         sentence, at, label = line.rpartition("@")
         if not at:
             raise DataError(f"{path}:{number}: malformed line, expected 'sentence@label' (no '@'): {line[:80]!r}")
-        records.append(Record(_check_text(path, number, sentence, "sentence"), label.strip(), number))
-    return records
+        yield Record(_check_text(path, number, sentence, "sentence"), label.strip(), number)
 
 
-def _read_text(path, text, **_) -> list[Record]:
-    return [Record(_check_text(path, number, line, "line"), None, number) for number, line in _lines(text)]
+def _read_text(path, lines, **_) -> Iterator[Record]:
+    for number, line in _stripped(lines):
+        yield Record(_check_text(path, number, line, "line"), None, number)
 
 
-def _read_csv(path, text, *, text_column, label_column, id_column) -> list[Record]:
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    header = reader.fieldnames or []
-    _check_columns(path, header, text_column, label_column, id_column, where="header")
-    records = []
+def _read_csv(path, lines, *, text_column, label_column, id_column) -> Iterator[Record]:
+    # strict: a quote that never closes is an error at the end of the file instead of one row swallowing the rest
+    reader = csv.reader((line for _, line in lines), strict=True)
+    start = 1  # line where the record being read begins
     try:
-        for row in reader:
+        header = next(reader, None) or []
+        if len(set(header)) != len(header):
+            dupes = sorted({h for h in header if header.count(h) > 1})
+            raise DataError(f"{path}:1: duplicate column name(s) {', '.join(map(repr, dupes))} in the header")
+        _check_columns(path, header, text_column, label_column, id_column, where="header")
+        start = reader.line_num + 1
+        for fields in reader:
             number = reader.line_num
-            if None in row:
-                raise DataError(f"{path}:{number}: {len(header) + len(row[None])} fields, header has {len(header)}")
-            records.append(_record(path, number, row, text_column, label_column, id_column))
+            if fields:  # blank lines carry no row (as csv.DictReader reads them)
+                if len(fields) != len(header):
+                    raise DataError(f"{path}:{number}: {len(fields)} fields, header has {len(header)}")
+                yield _record(path, number, dict(zip(header, fields)), text_column, label_column, id_column)
+            start = number + 1
     except csv.Error as e:
+        if "unexpected end of data" in str(e):
+            raise DataError(f"{path}:{start}: a quoted field starting on line {start} is never closed (unmatched "
+                            '\'"\')') from None
         raise DataError(f"{path}:{reader.line_num}: malformed CSV: {e}") from None
-    return records
 
 
-def _read_jsonl(path, text, *, text_column, label_column, id_column) -> list[Record]:
-    records = []
-    for number, line in _lines(text):
+def _read_jsonl(path, lines, *, text_column, label_column, id_column) -> Iterator[Record]:
+    for number, line in _stripped(lines):
         if not line.strip():
             raise DataError(f"{path}:{number}: empty line (expected a JSON object)")
         try:
@@ -182,26 +229,27 @@ def _read_jsonl(path, text, *, text_column, label_column, id_column) -> list[Rec
         if not isinstance(row, dict):
             raise DataError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}")
         _check_columns(path, row.keys(), text_column, label_column, id_column, where=f"line {number}")
-        records.append(_record(path, number, row, text_column, label_column, id_column))
-    return records
+        yield _record(path, number, row, text_column, label_column, id_column)
 
 
-def _read_parquet(path, text_column, label_column, id_column) -> list[Record]:
+def _read_parquet(path, text_column, label_column, id_column, batch_rows) -> Iterator[Record]:
     import pyarrow.parquet as pq
 
     try:
-        table = pq.read_table(path)
+        parquet = pq.ParquetFile(path)
     except Exception as e:  # pyarrow raises several types (ArrowInvalid, OSError) for unreadable files
         raise DataError(f"{path}: not a readable parquet file: {e}") from None
-    _check_columns(path, table.column_names, text_column, label_column, id_column, where="schema")
-    columns = {name: table.column(name).to_pylist() for name in (text_column, label_column, id_column) if name}
-    records = []
-    for i in range(table.num_rows):
-        row = {name: values[i] for name, values in columns.items()}
-        if isinstance(row[text_column], str) and "\x00" in row[text_column]:
-            raise DataError(f"{path}: row {i + 1}: NUL character in column {text_column!r}")
-        records.append(_record(path, i + 1, row, text_column, label_column, id_column))
-    return records
+    _check_columns(path, parquet.schema_arrow.names, text_column, label_column, id_column, where="schema")
+    names = [n for n in dict.fromkeys((text_column, label_column, id_column)) if n]
+    number = 0
+    for batch in parquet.iter_batches(batch_size=batch_rows, columns=names):
+        columns = {name: batch.column(name).to_pylist() for name in names}
+        for i in range(batch.num_rows):
+            number += 1
+            row = {name: values[i] for name, values in columns.items()}
+            if isinstance(row[text_column], str) and "\x00" in row[text_column]:
+                raise DataError(f"{path}: row {number}: NUL character in column {text_column!r}")
+            yield _record(path, number, row, text_column, label_column, id_column)
 
 
 def _check_columns(path, present, text_column, label_column, id_column, where: str) -> None:

@@ -1,1 +1,2 @@
-"""Inference: running trained models on new text, and exporting them for serving."""
+"""Inference: the streaming prediction engine, one predictor per model kind, inputs, parts, outputs, documents,
+sharding over many hosts, and export for serving."""

@@ -34,10 +34,10 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 from tensorflow.core.protobuf import saved_model_pb2
 
-from tfsent.bucketing import DEFAULT_BUCKETS, bucket_lengths
+from tfsent.inference.engine import DEFAULT_BUCKETS, bucket_lengths
 from tfsent.inference.export import EXPORT_META, ServingModule
 from tfsent.errors import UserError
-from tfsent.models.loading import required_positions
+from tfsent.models.loading import model_max_length
 from tfsent.runtime import atomic
 
 # BertNormalizer.clean_text: NUL, U+FFFD and category C (control, format, ...) except tab, LF and CR.
@@ -165,12 +165,6 @@ class _TextServing(ServingModule):
         return {"label": tf.gather(self.label_names, out["label_id"]), **out}
 
 
-def model_max_length(model) -> int:
-    """The longest sequence the classifier's position embeddings hold (RoBERTa-family models reserve some)."""
-    config = model.hf_model.config
-    return int(config.max_position_embeddings) - required_positions(config, 0)
-
-
 def graph_ops(saved_model_dir: str | os.PathLike) -> set[str]:
     """Every op type in a SavedModel's graph and function library."""
     proto = saved_model_pb2.SavedModel()
@@ -210,7 +204,8 @@ def export_text_model(model, tokenizer, export_dir: str | os.PathLike, *, bucket
         FileExistsError: ``export_dir`` exists and ``overwrite`` is false.
     """
     spec = wordpiece_spec(tokenizer, name)
-    limit = model_max_length(model) if max_length is None else min(int(max_length), model_max_length(model))
+    limit = model_max_length(model.hf_model.config)
+    limit = limit if max_length is None else min(int(max_length), limit)
     module = _TextServing(model, BertTextTokenizer(spec, limit, buckets))
     with atomic.directory(export_dir, overwrite=overwrite) as tmp:
         tf.saved_model.save(module, str(tmp), signatures={"serving_default": module.serve})

@@ -10,11 +10,9 @@ from __future__ import annotations
 import tensorflow as tf
 import tf_keras
 
+from tfsent.runtime.strategy import is_tpu
+
 POLICIES = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
-
-
-def _is_tpu(strategy) -> bool:
-    return isinstance(strategy, (tf.distribute.TPUStrategy, tf.distribute.experimental.TPUStrategy))
 
 
 def _uses_gpu(strategy) -> bool:
@@ -32,7 +30,7 @@ def resolve_policy(name: str, strategy: tf.distribute.Strategy) -> str:
         raise ValueError(f"trainer.precision={name!r} is unknown; expected one of {', '.join(POLICIES)}")
     if name != "auto":
         return name
-    if _is_tpu(strategy):
+    if is_tpu(strategy):
         return "mixed_bfloat16"
     return "mixed_float16" if _uses_gpu(strategy) else "mixed_bfloat16"
 

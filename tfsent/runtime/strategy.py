@@ -199,6 +199,11 @@ def check_global_batch(global_batch_size: int, strategy: tf.distribute.Strategy,
     return global_batch_size // replicas
 
 
+def is_tpu(strategy: tf.distribute.Strategy) -> bool:
+    """True for a TPU strategy (where one host call should run many steps, and bfloat16 is native)."""
+    return isinstance(strategy, (tf.distribute.TPUStrategy, tf.distribute.experimental.TPUStrategy))
+
+
 def jit_compile_supported(strategy: tf.distribute.Strategy) -> bool:
     """Whether a step can be XLA-compiled under ``strategy``.
 

@@ -1,25 +1,26 @@
-"""predict(): every row once, in input order, bucketed, identical on 8 virtual replicas and on one CPU."""
+"""The engine: every row once, in input order, bucketed, identical on 8 virtual replicas and on one CPU."""
 
 import numpy as np
-import pandas as pd
 import pytest
 import tf_keras
 
-from tfsent.bucketing import (DEFAULT_BUCKETS, FILLER_ID, assign_buckets, bucket_lengths, pad_rows,
-                              predict_bucketed, reorder, spill_partial_batches)
-from tfsent.data.errors import DataError
-from tfsent.models import CheckpointError, load_classifier, load_tokenizer
-from helpers.tiny import tiny_checkpoint
-from tfsent.predict import predict
+from tfsent.inference.engine import (DEFAULT_BUCKETS, FILLER_ID, assign_buckets, bucket_lengths, pad_rows,
+                                     predict_bucketed, reorder, spill_partial_batches)
+from tfsent.inference.tokens import TokenRows
+from tfsent.models import ClassifierSpec, build_classifier, load_classifier, load_tokenizer
 from tfsent.runtime.strategy import make_strategy
 
 LABELS = ["negative", "neutral", "positive"]
+TINY = dict(arch="bert", vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+            intermediate_size=64, max_position_embeddings=128)
 WORDS = "profit rose sharply while costs fell and the outlook for margins improved in the quarter".split()
 
 
 @pytest.fixture(scope="module")
 def ckpt(tmp_path_factory):
-    return tiny_checkpoint(tmp_path_factory.mktemp("ckpt") / "model")
+    tf_keras.utils.set_random_seed(0)
+    model = build_classifier(ClassifierSpec(config=TINY, label_names=LABELS, max_seq_length=128))
+    return model.save_pretrained(tmp_path_factory.mktemp("ckpt") / "model", tokenizer=load_tokenizer("minilm_l6"))
 
 
 def _texts(n, max_words, seed=0):
@@ -32,7 +33,8 @@ def test_bucket_helpers_pad_and_reorder():
     assert assign_buckets(np.array([2, 32, 33, 64, 65]), (32, 64, 128)).tolist() == [0, 0, 1, 1, 2]
     with pytest.raises(ValueError, match="exceed the top bucket"):
         assign_buckets(np.array([129]), (32, 64, 128))
-    arrays = pad_rows({"input_ids": [[5, 6], [7], [8, 9, 10]], "attention_mask": [[1, 1], [1], [1, 1, 1]]},
+    arrays = pad_rows(TokenRows.from_ragged({"input_ids": [[5, 6], [7], [8, 9, 10]],
+                                             "attention_mask": [[1, 1], [1], [1, 1, 1]]}),
                       np.array([0, 2]), 4, 4, {"input_ids": 0})
     assert arrays["input_ids"].tolist() == [[5, 6, 0, 0], [8, 9, 10, 0], [0, 0, 0, 0], [0, 0, 0, 0]]
     assert arrays["attention_mask"].tolist() == [[1, 1, 0, 0], [1, 1, 1, 0], [1, 0, 0, 0], [1, 0, 0, 0]]
@@ -109,8 +111,9 @@ def test_every_row_in_order_on_8_replicas_matches_one_cpu(ckpt, loaded, monkeypa
         enc = tokenizer(texts)
         lengths = [len(x) for x in enc["input_ids"]]
         for name, (strategy, model) in loaded.items():
-            out = predict_bucketed(model, strategy, {k: enc[k] for k in ("input_ids", "attention_mask",
-                                                                          "token_type_ids")},
+            out = predict_bucketed(model, strategy,
+                                   TokenRows.from_ragged({k: enc[k] for k in ("input_ids", "attention_mask",
+                                                                              "token_type_ids")}),
                                    buckets=(32, 64, 128), global_batch_size=16)
             assert out["label_id"].shape == (n,) and out["probs"].shape == (n, 3)
             results[name, n] = out
@@ -120,7 +123,8 @@ def test_every_row_in_order_on_8_replicas_matches_one_cpu(ckpt, loaded, monkeypa
         # Order is input order: each row's probabilities equal those of the same text predicted alone.
         assert max(lengths) > 32 or n == 1
     cpu_strategy, cpu_model = loaded["cpu"]
-    alone = predict_bucketed(cpu_model, cpu_strategy, {k: [v] for k, v in tokenizer(_texts(37, 40, seed=37)[5]).items()},
+    alone = predict_bucketed(cpu_model, cpu_strategy,
+                             TokenRows.from_ragged({k: [v] for k, v in tokenizer(_texts(37, 40, seed=37)[5]).items()}),
                              buckets=(32, 64, 128), global_batch_size=16)
     np.testing.assert_allclose(alone["probs"][0], results["cpu", 37]["probs"][5], atol=1e-5)
     # XLA compiles once per bucket shape: at most one trace per bucket used (per replica on 8 replicas).
@@ -133,61 +137,49 @@ def _executing_eagerly():
     return tf.executing_eagerly()
 
 
-def test_predict_csv_end_to_end_with_ids_and_truncation(ckpt, tmp_path):
-    texts = _texts(11, 8) + [" ".join(WORDS * 10)]
-    pd.DataFrame({"doc": [f"d{i}" for i in range(12)], "body": texts}).to_csv(tmp_path / "in.csv", index=False)
-    out = tmp_path / "scores.parquet"
-    summary = predict(ckpt, tmp_path / "in.csv", out, text_column="body", id_column="doc", strategy="cpu",
-                      global_batch_size=8, buckets=(32,), part_size=5, progress=False)
-    frame = pd.read_parquet(out)
-    assert summary["rows"] == 12 and summary["parts"] == 3 and summary["buckets"] == [32]
-    assert frame["row"].tolist() == list(range(12))
-    assert frame["id"].tolist() == [f"d{i}" for i in range(12)]
-    assert frame["truncated"].tolist() == [False] * 11 + [True]
-    assert frame["n_tokens"].iloc[-1] == 32
-    probs = frame[[f"prob_{n}" for n in LABELS]].to_numpy()
-    np.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-6)
-    assert frame["label"].tolist() == [LABELS[i] for i in probs.argmax(axis=1)]
-    assert not (tmp_path / "scores.parquet.parts").exists()
-    assert sum(summary["label_counts"].values()) == 12
-
-
-@pytest.mark.parametrize("content, match", [
-    ("text\nfine\n   \n", r"in\.csv:3: empty text"),
-    ("body\nfine\n", r"no column 'text'"),
-])
-def test_bad_rows_are_clear_errors(ckpt, tmp_path, content, match):
-    (tmp_path / "in.csv").write_text(content)
-    with pytest.raises(DataError, match=match):
-        predict(ckpt, tmp_path / "in.csv", tmp_path / "out.csv", strategy="cpu", global_batch_size=8,
-                progress=False)
-    assert not (tmp_path / "out.csv").exists()
-
-
-def test_non_utf8_names_line(ckpt, tmp_path):
-    (tmp_path / "in.txt").write_bytes(b"good line\nbad \xff byte\n")
-    with pytest.raises(DataError, match=r"in\.txt:2: cannot decode"):
-        predict(ckpt, tmp_path / "in.txt", tmp_path / "out.csv", strategy="cpu", global_batch_size=8,
-                progress=False)
-
-
-def test_unreadable_checkpoint(tmp_path):
-    (tmp_path / "in.txt").write_text("hello\n")
-    (tmp_path / "ckpt").mkdir()
-    (tmp_path / "ckpt" / "config.json").write_text("{not json")
-    with pytest.raises(CheckpointError):
-        predict(tmp_path / "ckpt", tmp_path / "in.txt", tmp_path / "out.csv", strategy="cpu", global_batch_size=8,
-                progress=False)
-    assert not (tmp_path / "out.csv").exists()
-
-
 def test_bucket_pipelines_do_not_autotune():
     # A bucket's iterator lives a few steps; with autotuning on, predict calls stalled on a 1.3 / 2.6 / 5.2 s grid.
     import tensorflow as tf
 
-    from tfsent.bucketing import _dataset_fn
+    from tfsent.inference.engine import _dataset_fn
 
     arrays = {"input_ids": np.ones([8, 4], np.int32), "example_id": np.arange(8, dtype=np.int64)}
     ds = _dataset_fn(arrays, 4, None)(tf.distribute.InputContext())
     assert ds.options().autotune.enabled is False
     assert [b["example_id"].numpy().tolist() for b in ds] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+
+
+def test_steps_per_execution_neither_drops_nor_repeats_rows(ckpt, loaded):
+    # 77 rows of one bucket at a global batch of 16 are 5 steps: executions of 3 steps run 3, then the last 2.
+    tokenizer = load_tokenizer(ckpt)
+    enc = tokenizer(_texts(77, 8, seed=3))
+    tokens = TokenRows.from_ragged({k: enc[k] for k in ("input_ids", "attention_mask", "token_type_ids")})
+    strategy = make_strategy("virtual_cpu:8")
+    with strategy.scope():
+        model = load_classifier(ckpt)
+        model.compile(steps_per_execution=3)
+    steps = []
+    out = predict_bucketed(model, strategy, tokens, buckets=(32,), global_batch_size=16, on_rows=steps.append)
+    assert sum(steps) == 80 and steps == [48, 32]  # two host calls: 3 steps, then the 2 that remain
+    ref_strategy, ref_model = loaded["cpu"]
+    ref = predict_bucketed(ref_model, ref_strategy, tokens, buckets=(32,), global_batch_size=16)
+    np.testing.assert_array_equal(out["label_id"], ref["label_id"])
+    np.testing.assert_allclose(out["probs"], ref["probs"], atol=1e-5)
+
+
+def test_tokenizing_in_batches_equals_one_call():
+    from tfsent.inference.tokens import tokenize_texts
+
+    tokenizer = load_tokenizer("minilm_l6")
+    texts = _texts(23, 40, seed=5)
+    whole = tokenize_texts(tokenizer, texts, 32, features=("input_ids", "attention_mask", "token_type_ids"),
+                           batch=100)
+    pieces = tokenize_texts(tokenizer, texts, 32, features=("input_ids", "attention_mask", "token_type_ids"),
+                            batch=4)
+    np.testing.assert_array_equal(pieces.offsets, whole.offsets)
+    np.testing.assert_array_equal(pieces.truncated, whole.truncated)
+    assert whole.truncated.any() and not whole.truncated.all()
+    for k in whole.values:
+        np.testing.assert_array_equal(pieces.values[k], whole.values[k])
+    enc = tokenizer(texts[3], truncation=True, max_length=32)
+    assert pieces.row("input_ids", 3).tolist() == enc["input_ids"]

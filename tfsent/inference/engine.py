@@ -1,4 +1,4 @@
-"""Length-bucketed, distributed, compiled prediction that returns every row exactly once, in input order.
+"""The engine: length-bucketed, distributed, compiled prediction that returns every row exactly once, in order.
 
 The core is model-agnostic: any ``tf_keras.Model`` whose ``predict_step`` returns a dict holding ``example_id``
 (plus whatever reduced outputs it computes on device: label ids and probabilities for a classifier, top-k ids or
@@ -13,6 +13,10 @@ How every row survives a static-shape, multi-replica ``model.predict``:
 3. Outputs carry ``example_id``; fillers are dropped and rows re-ordered by it, because replica order is not
    input order (TPU pods, ``distribute_datasets_from_function`` sharding). The ids that come back are checked
    against the ids that went in: a missing or duplicated row is an error, never a silently shorter output.
+
+With ``steps_per_execution`` > 1 (compiled into the model) one host call runs several steps; Keras shortens the
+last execution of a bucket to the steps that remain, so rows are neither dropped nor repeated (the id check above
+would say so).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
+from tfsent.inference.tokens import TokenRows
 from tfsent.runtime.strategy import check_global_batch
 
 log = logging.getLogger(__name__)
@@ -110,7 +115,7 @@ def spill_partial_batches(which: np.ndarray, lengths: np.ndarray, buckets: Seque
     return which
 
 
-def pad_rows(ragged: Mapping[str, Sequence[Sequence[int]]], rows: np.ndarray, length: int, multiple: int,
+def pad_rows(tokens: TokenRows, rows: np.ndarray, length: int, multiple: int,
              pad_values: Mapping[str, int]) -> dict[str, np.ndarray]:
     """Stack the given rows into ``[n, length]`` int32 arrays, padded up to a multiple of ``multiple`` rows.
 
@@ -120,30 +125,11 @@ def pad_rows(ragged: Mapping[str, Sequence[Sequence[int]]], rows: np.ndarray, le
     """
     n = len(rows)
     total = -(-n // multiple) * multiple
-    out = {}
-    for name, seqs in ragged.items():
-        arr = np.full((total, length), pad_values.get(name, 0), dtype=np.int32)
-        for i, r in enumerate(rows):
-            seq = seqs[r]
-            arr[i, :len(seq)] = seq
-        out[name] = arr
+    out = tokens.gather(rows, length, total, pad_values)
     if "attention_mask" in out:
         out["attention_mask"][n:, 0] = 1
     out["example_id"] = np.concatenate([rows, np.full(total - n, FILLER_ID)]).astype(np.int32)
     return out
-
-
-def default_jit_compile(strategy: tf.distribute.Strategy) -> bool:
-    """XLA-compile the predict step unless it would fail or is implied.
-
-    TPUs compile everything anyway. A MirroredStrategy over several CPU devices (``virtual_cpu:N``) cannot:
-    XLA's CPU clusters refuse variables placed on a sibling logical device. Everywhere else (one CPU, GPUs)
-    compiling is what makes the bucket shapes matter.
-    """
-    if isinstance(strategy, tf.distribute.MirroredStrategy):
-        devices = strategy.extended.worker_devices
-        return not (len(devices) > 1 and all("CPU" in d.upper() for d in devices))
-    return True
 
 
 def _dataset_fn(arrays: dict[str, np.ndarray], global_batch_size: int, map_fn: Callable | None) -> Callable:
@@ -169,12 +155,17 @@ class _Progress(tf_keras.callbacks.Callback):
         self._on_rows = on_rows
         self._rows = rows_per_step
 
+        self._seen = 0
+
     def on_predict_batch_end(self, batch, logs=None):
-        self._on_rows(self._rows)
+        # With steps_per_execution k this runs once per execution, ``batch`` being the last step it ran.
+        done = (batch + 1) * self._rows
+        self._on_rows(done - self._seen)
+        self._seen = done
 
 
-def predict_bucketed(model: tf_keras.Model, strategy: tf.distribute.Strategy,
-                     ragged: Mapping[str, Sequence[Sequence[int]]], *, buckets: Sequence[int],
+def predict_bucketed(model: tf_keras.Model, strategy: tf.distribute.Strategy, tokens: TokenRows, *,
+                     buckets: Sequence[int],
                      global_batch_size: int, pad_values: Mapping[str, int] | None = None,
                      on_rows: Callable[[int], None] | None = None,
                      map_fn: Callable | None = None) -> dict[str, np.ndarray]:
@@ -184,8 +175,7 @@ def predict_bucketed(model: tf_keras.Model, strategy: tf.distribute.Strategy,
         model: built under ``strategy.scope()``; its ``predict_step(features)`` returns a dict with
             ``example_id`` (echoed from the features) and per-row reduced outputs.
         strategy: the distribution strategy the model lives in.
-        ragged: per-row token features, e.g. ``{"input_ids": [[101, ...], ...], "attention_mask": [...]}``;
-            every feature has one sequence per row, and row ``i``'s sequences share one length.
+        tokens: the rows' token features (``input_ids``, ``attention_mask``, ...), one length per row.
         buckets: sorted bucket lengths (see :func:`bucket_lengths`); no row may exceed the last.
         global_batch_size: rows per step over all replicas; must divide by the replicas in sync.
         pad_values: pad value per feature (default 0), e.g. ``{"input_ids": tokenizer.pad_token_id}``.
@@ -201,20 +191,17 @@ def predict_bucketed(model: tf_keras.Model, strategy: tf.distribute.Strategy,
             inputs exactly (a lost or duplicated row).
     """
     check_global_batch(global_batch_size, strategy, "global_batch_size")
-    names = list(ragged)
-    if not names:
-        raise ValueError("ragged must hold at least one feature (input_ids)")
-    n = len(ragged[names[0]])
+    n = len(tokens)
     if n == 0:
         raise ValueError("nothing to predict: 0 rows")
-    lengths = np.fromiter((len(s) for s in ragged[names[0]]), dtype=np.int64, count=n)
+    lengths = tokens.lengths
     which = spill_partial_batches(assign_buckets(lengths, buckets), lengths, buckets, global_batch_size)
     pieces: list[dict[str, np.ndarray]] = []
     for b, length in enumerate(buckets):
         rows = np.flatnonzero(which == b)
         if rows.size == 0:
             continue
-        arrays = pad_rows(ragged, rows, length, global_batch_size, pad_values or {})
+        arrays = pad_rows(tokens, rows, length, global_batch_size, pad_values or {})
         steps = len(arrays["example_id"]) // global_batch_size
         callbacks = [_Progress(on_rows, global_batch_size)] if on_rows else []
         dist = strategy.distribute_datasets_from_function(_dataset_fn(arrays, global_batch_size, map_fn))
@@ -224,25 +211,6 @@ def predict_bucketed(model: tf_keras.Model, strategy: tf.distribute.Strategy,
                              f"got {type(out).__name__}")
         pieces.append({k: np.asarray(v) for k, v in out.items()})
     return reorder(pieces, n)
-
-
-def tokenize_rows(tokenizer, texts: Sequence[str], max_length: int, *, with_types: bool
-                  ) -> tuple[dict[str, list], np.ndarray]:
-    """Tokenize once, batched; keep each text's first window and flag those that did not fit.
-
-    Returns:
-        ``(ragged features, truncated)``: ``input_ids``, ``attention_mask`` (and ``token_type_ids`` when
-        ``with_types``) per row, and a boolean per row that is True where the text was cut at ``max_length``.
-    """
-    enc = tokenizer(list(texts), truncation=True, max_length=max_length, return_overflowing_tokens=True,
-                    return_token_type_ids=with_types, verbose=False)
-    mapping = np.asarray(enc["overflow_to_sample_mapping"])
-    first = np.flatnonzero(np.r_[True, mapping[1:] != mapping[:-1]])
-    if len(first) != len(texts):
-        raise ValueError(f"tokenizer returned {len(first)} rows for {len(texts)} texts")
-    truncated = np.bincount(mapping, minlength=len(texts)) > 1
-    keys = ["input_ids", "attention_mask"] + (["token_type_ids"] if with_types else [])
-    return {k: [enc[k][i] for i in first] for k in keys}, truncated
 
 
 def reorder(pieces: Sequence[Mapping[str, np.ndarray]], n: int) -> dict[str, np.ndarray]:

@@ -3,13 +3,16 @@
 import numpy as np
 import pandas as pd
 import pytest
+import tf_keras
 
-from tfsent.documents import ChunkOptions, aggregate_documents, chunk_documents, split_sentences
-from tfsent.models import load_tokenizer
-from helpers.tiny import tiny_checkpoint
-from tfsent.predict import predict
+from tfsent.inference.documents import ChunkOptions, aggregate_documents, chunk_documents, split_sentences
+from tfsent.models import ClassifierSpec, build_classifier, load_tokenizer
+from tfsent.inference.driver import predict
+from tfsent.inference.options import PredictOptions
 
 LABELS = ["Negative", "neutral", "POSITIVE"]  # found by name, case-insensitive
+TINY = dict(arch="bert", vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+            intermediate_size=64, max_position_embeddings=128)
 
 
 @pytest.fixture(scope="module")
@@ -58,11 +61,14 @@ def test_aggregate_exact_and_empty_document():
 
 def test_real_transcripts_every_chunk_counted(tmp_path, transcripts_dir, tokenizer):
     folder = transcripts_dir / "train"
-    ckpt = tiny_checkpoint(tmp_path / "ckpt", labels=LABELS, tokenizer=tokenizer)
+    tf_keras.utils.set_random_seed(0)
+    model = build_classifier(ClassifierSpec(config=TINY, label_names=LABELS, max_seq_length=128))
+    ckpt = model.save_pretrained(tmp_path / "ckpt", tokenizer=tokenizer)
     out = tmp_path / "docs.csv"
     options = ChunkOptions(overlap=1)
-    summary = predict(ckpt, folder, out, input_format="documents", strategy="cpu", global_batch_size=32,
-                      buckets=(128,), documents=options, part_size=150, progress=False)
+    summary = predict(ckpt, folder, out, PredictOptions(input_format="documents", strategy="cpu", global_batch_size=32,
+                                                        buckets=(128,), documents=options, part_size=150,
+                                                        progress=False))
     docs = pd.read_csv(out)
     chunks = pd.read_csv(tmp_path / "docs.chunks.csv")
     files = sorted(folder.glob("*.txt"))
@@ -90,3 +96,19 @@ def test_real_transcripts_every_chunk_counted(tmp_path, transcripts_dir, tokeniz
         np.testing.assert_allclose(doc[[f"prob_{n}" for n in LABELS]].to_numpy(float), ref, rtol=1e-12)
         assert doc["net_tone"] == pytest.approx(ref[2] - ref[0], abs=1e-12)
         assert doc["n_chunks"] == len(mine) and doc["n_tokens"] == w.sum()
+
+
+def test_an_empty_document_alone_in_the_last_part_keeps_its_row(tmp_path):
+    from helpers.tiny import tiny_checkpoint
+
+    ckpt = tiny_checkpoint(tmp_path / "ckpt" / "model", max_seq_length=64, labels=LABELS)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Revenue rose.\nCosts fell.\n")
+    (docs / "b.txt").write_text("  \n")
+    out = tmp_path / "docs.parquet"
+    summary = predict(ckpt, docs, out, PredictOptions(strategy="cpu", global_batch_size=4, buckets=(16,), part_size=1,
+                                                      progress=False))
+    table = pd.read_parquet(out)
+    assert table["doc_id"].tolist() == ["a", "b"] and table["n_chunks"].tolist() == [1, 0]
+    assert table["label"].tolist()[1] == "" and summary["parts"] == 2 and summary["chunks"] == 1

@@ -11,12 +11,16 @@ from hydra import compose, initialize_config_dir
 
 from tfsent.config import conf_dir
 from tfsent.data.errors import DataError
-from tfsent.data.manifest import load_manifest
-from tfsent.mlm_predict import summary_path
-from tfsent.predict import predict, predict_from_config
+from tfsent.data.reader import load_manifest
+from tfsent.inference.driver import predict
+from tfsent.inference.masked_lm import summary_path
+from tfsent.inference.options import PredictOptions
+import tfsent.predict as predict_entry
 from tfsent.train import train
 
-PHRASEBANK = pathlib.Path(__file__).resolve().parents[1] / "data" / "financial_phrasebank" / "Sentences_AllAgree.txt"
+PHRASEBANK = pathlib.Path(__file__).resolve().parents[2] / "data" / "financial_phrasebank" / "Sentences_AllAgree.txt"
+
+CPU8 = PredictOptions(strategy="cpu", global_batch_size=8, progress=False)
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +39,8 @@ def test_evaluate_a_prepared_block_split(mlm_model, tmp_path):
     model_dir, _ = mlm_model
     data_dir = next((model_dir.parents[1] / "prepared").glob("phrasebank_corpus-mlm-*"))
     expected = load_manifest(data_dir).split_info("validation").count
-    summary = predict(model_dir, data_dir, tmp_path / "blocks.parquet", input_format="tfrecord", split="validation",
-                      strategy="cpu", global_batch_size=8, progress=False)
+    summary = predict(model_dir, data_dir, tmp_path / "blocks.parquet", PredictOptions(
+        input_format="tfrecord", split="validation", strategy="cpu", global_batch_size=8, progress=False))
     frame = pd.read_parquet(tmp_path / "blocks.parquet")
     assert summary["rows"] == len(frame) == expected
     assert frame["example_id"].tolist() == sorted(frame["example_id"]) and not frame["truncated"].any()
@@ -60,8 +64,8 @@ def test_train_then_evaluate_held_out_text(mlm_model, sentences, tmp_path):
     assert {"val_loss", "val_masked_accuracy", "val_perplexity"} <= set(metrics)
     path, texts = sentences
     out = tmp_path / "mlm.csv"
-    summary = predict(model_dir, path, out, strategy="cpu", global_batch_size=8, buckets=[16, 32], part_size=16,
-                      progress=False)
+    options = PredictOptions(strategy="cpu", global_batch_size=8, buckets=[16, 32], part_size=16, progress=False)
+    summary = predict(model_dir, path, out, options)
     frame = pd.read_csv(out, keep_default_na=False)
     assert frame["row"].tolist() == list(range(len(texts)))
     assert frame["truncated"].tolist() == [i == 5 for i in range(len(texts))]
@@ -81,8 +85,7 @@ def test_train_then_evaluate_held_out_text(mlm_model, sentences, tmp_path):
     assert written["loss"] == summary["loss"] and written["rows"] == len(texts)
     assert not out.with_name("mlm.csv.parts").exists()
     # Same input, seed and batch: the same masks and numbers (parts of 16 rows do not change a row's mask).
-    again = predict(model_dir, path, tmp_path / "again.csv", strategy="cpu", global_batch_size=8,
-                    buckets=[16, 32], part_size=16, progress=False)
+    again = predict(model_dir, path, tmp_path / "again.csv", options)
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "again.csv", keep_default_na=False), frame)
     assert again["loss"] == summary["loss"]
 
@@ -94,7 +97,7 @@ def test_cli_config_and_bad_inputs(mlm_model, sentences, tmp_path):
         cfg = compose(config_name="predict", overrides=[
             f"ckpt_path={model_dir}", f"input={path}", f"output={tmp_path / 'cli.jsonl'}", "strategy=cpu",
             "global_batch_size=8", "progress=false", "mask_seed=7"])
-    summary = predict_from_config(cfg)
+    summary = predict_entry.predict(cfg)
     assert summary["rows"] == len(texts) and summary["seed"] == 7
     assert len(pd.read_json(tmp_path / "cli.jsonl", lines=True)) == len(texts)
 
@@ -102,9 +105,9 @@ def test_cli_config_and_bad_inputs(mlm_model, sentences, tmp_path):
     docs.mkdir()
     (docs / "a.txt").write_text("Revenue rose.")
     with pytest.raises(DataError, match="scores rows, not documents"):
-        predict(model_dir, docs, tmp_path / "docs.csv", strategy="cpu", global_batch_size=8, progress=False)
+        predict(model_dir, docs, tmp_path / "docs.csv", CPU8)
     blank = tmp_path / "blank.txt"
     blank.write_text("Revenue rose.\n\nCosts fell.\n")
     with pytest.raises(DataError, match=r"blank.txt:2"):
-        predict(model_dir, blank, tmp_path / "blank.csv", strategy="cpu", global_batch_size=8, progress=False)
+        predict(model_dir, blank, tmp_path / "blank.csv", CPU8)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["blank.txt", "cli.jsonl", "cli.summary.json", "docs"]

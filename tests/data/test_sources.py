@@ -6,7 +6,7 @@ import json
 import pytest
 
 from tfsent.data.errors import DataError
-from tfsent.data.sources import read_records
+from tfsent.data.sources import iter_records, read_records
 
 # data/financial_phrasebank/SOURCE.md: lines, neutral, positive, negative.
 PHRASEBANK = {"50Agree": (4846, 2879, 1363, 604), "66Agree": (4217, 2535, 1168, 514),
@@ -81,6 +81,10 @@ BAD = [
     ("jsonl", b'{"text": "a", "label": "pos"}\n{"text": "b", "label": "meh"}\n', ":2: unknown label 'meh'",
      {"label_names": ["neg", "pos"]}),
     ("text", b"one\n\nthree\n", ":2: empty line", {}),
+    # issue 16: an unclosed quote merged the rest of the file into one row; duplicate columns let the last one win
+    ("csv", b'id,text\nx1,"Profit rose.\nx2,Sales fell.\nx3,Outlook cut.\n',
+     ":2: a quoted field starting on line 2 is never closed", {"label_column": None}),
+    ("csv", b"text,label,text\ngood,pos,bad\n", ":1: duplicate column name(s) 'text' in the header", {}),
 ]
 
 
@@ -98,3 +102,19 @@ def test_missing_file_and_unknown_format(tmp_path):
         read_records(tmp_path / "nope.txt", "phrasebank")
     with pytest.raises(DataError, match="unknown source format 'xml'"):
         read_records(tmp_path / "nope.txt", "xml")
+
+
+def test_streaming_yields_every_record_before_the_bad_line(tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"one\ntwo\nbad \xff\nfour\n")
+    stream = iter_records(path, "text")
+    assert [next(stream).text, next(stream).text] == ["one", "two"]
+    with pytest.raises(DataError, match=r"in\.txt:3: cannot decode byte b'\\xff' at byte offset 12"):
+        next(stream)
+
+
+def test_a_utf8_byte_order_mark_is_not_part_of_the_first_text_or_column(tmp_path):
+    (tmp_path / "in.csv").write_bytes(b"\xef\xbb\xbftext,label\ngood,pos\n")
+    (tmp_path / "in.txt").write_bytes(b"\xef\xbb\xbffirst\nsecond\n")
+    assert [r.text for r in read_records(tmp_path / "in.csv", "csv")] == ["good"]
+    assert [r.text for r in read_records(tmp_path / "in.txt", "text")] == ["first", "second"]

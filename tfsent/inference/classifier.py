@@ -1,0 +1,65 @@
+"""The classifier predictor: label, label id and one probability column per label for each row.
+
+Columns: ``n_tokens``, ``label``, ``label_id``, ``prob_<label>`` per label (model order), ``truncated`` (not for
+document chunks, which are never truncated). Summary: ``label_counts``.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+
+import numpy as np
+import pandas as pd
+import tensorflow as tf
+
+from tfsent.inference.predictor import Predictor, Summary
+from tfsent.inference.tokens import TokenRows
+from tfsent.models import load_classifier, load_tokenizer
+from tfsent.models.loading import model_max_length
+from tfsent.runtime.strategy import jit_compile_supported
+
+
+class ClassifierSummary(Summary):
+    def __init__(self):
+        self.counts = collections.Counter()
+
+    def add(self, frame: pd.DataFrame) -> None:
+        self.counts.update(frame["label"].tolist())
+
+    def result(self) -> dict:
+        return {"label_counts": {k: int(v) for k, v in sorted(self.counts.items())}}
+
+
+class ClassifierPredictor(Predictor):
+    """A ``SequenceClassifier`` checkpoint (``tfsent_model.json``), loaded under ``strategy.scope()``."""
+
+    kind = "classifier"
+
+    def __init__(self, ckpt_path: str | os.PathLike, strategy: tf.distribute.Strategy, *, max_length: int | None,
+                 jit_compile: bool | None, steps_per_execution: int):
+        self.tokenizer = load_tokenizer(ckpt_path)
+        with strategy.scope():
+            self.model = load_classifier(ckpt_path)
+            self.model.compile(jit_compile=jit_compile_supported(strategy) if jit_compile is None else jit_compile,
+                               steps_per_execution=steps_per_execution)
+        limit = model_max_length(self.model.hf_model.config)
+        self.max_length = limit if max_length is None else min(max_length, limit)
+        self.features = ("input_ids", "attention_mask") + (("token_type_ids",) if self.model.arch == "bert" else ())
+        self.pad_values = {"input_ids": self.tokenizer.pad_token_id or 0}
+        self.label_names = list(self.model.label_names)
+
+    def empty_outputs(self) -> dict[str, np.ndarray]:
+        return {"label_id": np.zeros(0, np.int32), "probs": np.zeros((0, len(self.label_names)), np.float32)}
+
+    def columns(self, out, tokens: TokenRows, *, with_truncated: bool) -> dict:
+        label_id = out["label_id"].astype(np.int64)
+        cols = {"n_tokens": tokens.lengths, "label": [self.label_names[i] for i in label_id], "label_id": label_id}
+        cols.update({f"prob_{n}": out["probs"][:, k].astype(np.float64) for k, n in enumerate(self.label_names)})
+        if with_truncated:
+            cols["truncated"] = tokens.truncated
+        return cols
+
+    @staticmethod
+    def summary() -> Summary:
+        return ClassifierSummary()

@@ -1,0 +1,269 @@
+"""The one prediction driver: every model kind, every input kind, one fingerprint, one part loop, one writer.
+
+``predict(ckpt, input, output, options)`` runs the same sequence for a classifier and a masked LM, for rows and for
+documents, on one host or as one shard of many:
+
+1. checks that can fail before compute: output format and path (never the input itself, never a folder, an
+   existing output only with ``overwrite``), input format, batch size against the replicas;
+2. the strategy, then the predictor its checkpoint's metadata names (``tfsent.inference.predictor``);
+3. the part loop: a reader thread streams the input, cuts it into parts (``part_size`` rows; for documents, whole
+   documents up to ``part_size`` chunks) and tokenizes part k+1 while the device predicts part k (a bounded
+   prefetch of one part); a part whose content hash matches a finished part is skipped untokenized; each predicted
+   part is written to the locked part store (``tfsent.inference.parts``);
+4. the merge: parts (of every shard) are checked to cover units 0..N-1 exactly once, in order, and streamed into
+   the output file(s), written atomically, while the predictor's summary sums them.
+
+A bad row met in part k stops the run with parts 0..k-1 kept: after the input is fixed, a re-run reuses them if
+their content is unchanged and predicts the rest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import pathlib
+import time
+
+import pandas as pd
+import tensorflow as tf
+
+import tfsent
+from tfsent.data.errors import DataError
+from tfsent.inference import inputs, outputs, sharded
+from tfsent.inference.engine import bucket_lengths, predict_bucketed
+from tfsent.inference.merge import merge
+from tfsent.inference.options import PredictOptions, result_settings
+from tfsent.inference.outputs import OutputError
+from tfsent.inference.parts import PartInfo, PartStore, remove_folder
+from tfsent.inference.predictor import Predictor, kind_of, load_predictor
+from tfsent.inference.stream import jobs, prefetch
+from tfsent.runtime.strategy import is_tpu
+from tfsent.runtime.strategy import check_global_batch, make_strategy
+from tfsent.runtime.workers import worker_info
+
+log = logging.getLogger(__name__)
+
+TPU_STEPS_PER_EXECUTION = 32
+
+
+@dataclasses.dataclass(frozen=True)
+class _Shard:
+    index: int = 0
+    count: int = 1
+    merges: bool = True  # whether this process merges after predicting its slice (one process, or the chief)
+
+
+def checkpoint_files(ckpt: str | os.PathLike) -> list:
+    """Name, size and mtime of each file of a checkpoint folder, for the fingerprint.
+
+    Cheap, and it changes whenever the weights are rewritten, so parts predicted by older weights are discarded.
+    """
+    folder = pathlib.Path(ckpt)
+    if not folder.is_dir():
+        return []
+    return [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(folder.iterdir()) if p.is_file()]
+
+
+def fingerprint(ckpt_path: pathlib.Path, input: pathlib.Path, fmt: str, kind: str, options: PredictOptions,
+                replicas: int) -> str:
+    """sha256 of every setting that changes a result (see ``PredictOptions``), the checkpoint files' identity,
+    the input's path and format, the replica count and the tfsent version. The input's content is checked per
+    part (``tfsent.inference.parts``)."""
+    settings = {"kind": kind, **result_settings(options), "ckpt": str(ckpt_path.resolve()),
+                "ckpt_files": checkpoint_files(ckpt_path), "input": str(input.resolve()), "format": fmt,
+                "replicas": replicas, "version": tfsent.__version__}
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _check_paths(input: pathlib.Path, output: pathlib.Path, overwrite: bool, writes_output: bool) -> None:
+    real_in, real_out = input.resolve(), output.resolve()
+    if real_in == real_out:
+        raise OutputError(f"output={output} is the input {input} (after resolving links); choose another output, "
+                          "the input would be destroyed")
+    if output.is_dir():
+        raise OutputError(f"output={output} is a folder; name a file (.csv, .jsonl or .parquet)")
+    parent = real_out.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not os.access(parent, os.W_OK):
+        raise OutputError(f"output={output}: cannot write in {parent} (permission denied)")
+    if writes_output and output.exists():
+        if not overwrite:
+            raise OutputError(f"output={output} already exists; pass overwrite=true to replace it, or choose "
+                              "another output")
+        log.warning("replacing %s (overwrite=true)", output)
+
+
+def _shard_plan(options: PredictOptions) -> tuple[_Shard, str]:
+    if options.strategy == "multi_worker":
+        if options.num_shards != 1:
+            raise ValueError("strategy=multi_worker takes its shards from TF_CONFIG; drop num_shards/shard_index")
+        info = worker_info()
+        # Each worker predicts on its own devices: prediction needs no collective.
+        return _Shard(info.index, info.count, merges=info.is_chief), "auto"
+    # Independent processes may run at different times: none waits for the others; merge=true joins them after.
+    return _Shard(options.shard_index, options.num_shards, merges=options.num_shards == 1), options.strategy
+
+
+def predict(ckpt_path: str | os.PathLike, input: str | os.PathLike, output: str | os.PathLike,
+            options: PredictOptions = PredictOptions(), *, strategy: tf.distribute.Strategy | None = None) -> dict:
+    """Predict every row (or every chunk of every document) of ``input`` and write ``output`` atomically.
+
+    A classifier checkpoint gives labels and probabilities; a masked-LM checkpoint is evaluated (held-out loss,
+    masked accuracy, perplexity): see :mod:`tfsent.inference.classifier` and :mod:`tfsent.inference.masked_lm` for
+    their columns. Rows: ``row`` (0-based input position), ``id`` (with ``id_column``) or ``example_id`` (TFRecord
+    input), then the predictor's columns. Documents: the document table goes to ``output`` and the chunk table to
+    ``<output stem>.chunks<suffix>``.
+
+    Args:
+        ckpt_path: a folder written by a model's ``save_pretrained``.
+        input: a csv/jsonl/parquet/text file, a TFRecord dataset folder, or a folder of ``.txt`` documents.
+        output: the output file (csv/jsonl/parquet); for documents, the document table.
+        options: every other setting (see :class:`~tfsent.inference.options.PredictOptions`).
+        strategy: an already built strategy (tests, benchmarks); default: ``make_strategy(options.strategy)``.
+
+    Returns:
+        Summary: ``rows``, ``seconds``, ``rows_per_second``, ``output``, ``parts``, ``parts_skipped``,
+        ``buckets``, ``replicas`` and the predictor's own fields (``label_counts``; or ``masked_tokens``, ``loss``,
+        ``masked_accuracy``, ``perplexity``, ``summary_output``), plus ``documents``, ``chunks``,
+        ``chunks_output`` for documents and ``shard``, ``shards``, ``lo``, ``hi`` for a shard.
+
+    Raises:
+        CheckpointError: unreadable checkpoint. DataError: bad input (file and line named).
+        OutputError: bad output path or format, parts or shards that do not join. LockedError: another run
+        writes the same output. ValueError: bad batch size, buckets or options.
+    """
+    start = time.perf_counter()
+    ckpt_path, input, output = pathlib.Path(ckpt_path), pathlib.Path(input), pathlib.Path(output)
+    out_fmt = outputs.infer_format(output, options.output_format)
+    fmt = inputs.infer_format(input, options.input_format)
+    shard, strategy_name = _shard_plan(options)
+    _check_paths(input, output, options.overwrite, shard.merges or options.merge)
+    if strategy is None:
+        strategy = make_strategy(strategy_name)
+    check_global_batch(options.global_batch_size, strategy, "global_batch_size")
+    kind = kind_of(ckpt_path)
+    fp = fingerprint(ckpt_path, input, fmt, kind, options, strategy.num_replicas_in_sync)
+    if options.merge:
+        return _merge_shards(input, output, out_fmt, fmt, kind, options, fp, start)
+    source = inputs.open_source(input, fmt, text_column=options.text_column, id_column=options.id_column,
+                                encoding=options.encoding, split=options.split)
+    if options.precision != "float32":
+        from tfsent.runtime.precision import set_policy
+        set_policy(options.precision, strategy)
+    spe = options.steps_per_execution or (TPU_STEPS_PER_EXECUTION if is_tpu(strategy) else 1)
+    predictor = load_predictor(ckpt_path, strategy, max_length=options.max_length, jit_compile=options.jit_compile,
+                               steps_per_execution=spe, mask_seed=options.mask_seed)
+    if fmt == "documents":
+        predictor.check_documents(str(input))
+    lengths = bucket_lengths(options.buckets, predictor.max_length)
+    if fmt == "tfrecord":
+        source.max_length = lengths[-1]
+
+    folder = sharded.parts_folder(output, shard.index, shard.count)
+    with PartStore(folder, fp, {"shard": shard.index, "shards": shard.count}) as store:
+        lo, hi, total = 0, None, None
+        if shard.count > 1:
+            total = source.count()
+            lo, hi = _slice(total, shard, fmt, options.part_size)
+        run = _run_parts(predictor, strategy, source, store, lengths, options, lo, hi)
+        if (total if shard.count > 1 else run["rows"]) == 0:
+            raise DataError(f"{input}: nothing to predict (no rows or chunks)")
+        summary = {"parts": run["parts"], "parts_skipped": run["skipped"], "buckets": list(lengths),
+                   "replicas": strategy.num_replicas_in_sync}
+        if shard.count > 1:
+            sharded.mark_complete(folder, lo, run["end"], total, run["parts"])
+            summary.update(shard=shard.index, shards=shard.count, lo=lo, hi=run["end"], rows=run["rows"])
+            if not shard.merges:
+                log.info("shard %d of %d: units %d..%d predicted into %s", shard.index, shard.count, lo,
+                         run["end"] - 1, folder)
+                return _finish(summary, start)
+            stores = sharded.check_shards(output, shard.count, fp, wait_s=options.shard_wait_s)
+            merged = merge(stores, source, output, out_fmt, kind, fmt, options)
+        else:
+            merged = merge([(folder, {"lo": 0, "hi": run["end"], "parts": run["parts"]})], source, output, out_fmt,
+                            kind, fmt, options)
+            remove_folder(folder)
+    if shard.count > 1:
+        for f, _ in stores:
+            remove_folder(f)
+    summary.update(merged)
+    if kind == "masked_lm":
+        summary.update(seed=options.mask_seed, checkpoint=str(ckpt_path))
+    return _finish(summary, start, kind, output)
+
+
+def _slice(total: int, shard: _Shard, fmt: str, part_size: int) -> tuple[int, int]:
+    if fmt == "documents":
+        return sharded.shard_bounds(total, shard.count, shard.index)
+    # Whole parts of the one-process run: the same parts give the same rows (and the same masked-LM masks).
+    n_parts = -(-total // part_size)
+    p_lo, p_hi = sharded.shard_bounds(n_parts, shard.count, shard.index)
+    return min(total, p_lo * part_size), min(total, p_hi * part_size)
+
+
+def _finish(summary: dict, start: float, kind: str | None = None, output: pathlib.Path | None = None) -> dict:
+    seconds = time.perf_counter() - start
+    rows = summary.get("rows", 0)
+    summary.update(seconds=seconds, rows_per_second=rows / seconds if seconds > 0 else 0.0)
+    if output is not None:
+        summary["output"] = str(output)
+    if kind == "masked_lm":
+        from tfsent.inference.masked_lm import summary_path
+        from tfsent.runtime import atomic
+
+        path = summary_path(output)
+        written = {k: v for k, v in summary.items() if k not in ("seconds", "rows_per_second", "output")}
+        atomic.write_text(path, json.dumps(written, indent=2) + "\n")
+        summary["summary_output"] = str(path)
+    log.info("predicted %d rows in %.1f s (%.1f rows/s)%s", rows, seconds, summary["rows_per_second"],
+             f" -> {output}" if output else "")
+    return summary
+
+
+def _run_parts(predictor: Predictor, strategy, source, store: PartStore, lengths, options: PredictOptions,
+               lo: int, hi: int | None) -> dict:
+    from tqdm.auto import tqdm
+
+    skipped = parts = rows = 0
+    end = lo
+    map_fn = predictor.map_fn()
+    with tqdm(unit="row", disable=not options.progress, desc=f"predict ({predictor.kind})") as bar:
+        for job in prefetch(jobs(predictor, source, store, lengths, options, lo, hi)):
+            parts += 1
+            if isinstance(job, PartInfo):
+                skipped += 1
+                rows += job.rows
+                end = job.hi
+                bar.update(job.rows)
+                continue
+            n = len(job.tokens)
+            out = predict_bucketed(predictor.model, strategy, job.tokens, buckets=lengths,
+                                   global_batch_size=options.global_batch_size, pad_values=predictor.pad_values,
+                                   map_fn=map_fn) if n else predictor.empty_outputs()
+            cols = dict(job.columns)
+            cols.update(predictor.columns(out, job.tokens, with_truncated=source.kind != "documents"))
+            frame = pd.DataFrame(cols)
+            store.write(PartInfo(job.index, job.lo, job.hi, n, job.sha256), frame)
+            rows += n
+            end = job.hi
+            bar.update(n)
+    store.discard_from(parts)  # parts of a longer, older input
+    return {"parts": parts, "skipped": skipped, "rows": rows, "end": end}
+
+
+def _merge_shards(input: pathlib.Path, output: pathlib.Path, out_fmt: str, fmt: str, kind: str,
+                  options: PredictOptions, fp: str, start: float) -> dict:
+    if options.num_shards < 2:
+        raise ValueError("merge=true joins the shards of a sharded run: set num_shards to their count")
+    source = inputs.open_source(input, fmt, text_column=options.text_column, id_column=options.id_column,
+                                encoding=options.encoding, split=options.split)
+    stores = sharded.check_shards(output, options.num_shards, fp)
+    summary = merge(stores, source, output, out_fmt, kind, fmt, options)
+    for f, _ in stores:
+        remove_folder(f)
+    summary.update(shards=options.num_shards, parts=sum(r["parts"] for _, r in stores))
+    return _finish(summary, start, kind, output)

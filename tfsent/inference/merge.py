@@ -1,0 +1,95 @@
+"""The merge: finished parts, of one run or of every shard, checked and streamed into the final output.
+
+Every part records the units it covers; the merge checks that they run 0..N-1 exactly once, in order, and that
+each part's rows are its units, then appends them to the output file (written atomically) while the predictor's
+summary sums them. Documents give two tables: the chunks, and per document the aggregate of its chunks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import pathlib
+
+import numpy as np
+import pandas as pd
+
+from tfsent.inference import documents as docs_lib
+from tfsent.inference import outputs
+from tfsent.inference.options import PredictOptions
+from tfsent.inference.outputs import OutputError
+from tfsent.inference.parts import PartInfo, iter_parts
+from tfsent.inference.predictor import summary_for
+
+
+def merge(stores: list[tuple[pathlib.Path, dict]], source, output: pathlib.Path, out_fmt: str, kind: str,
+           fmt: str, options: PredictOptions) -> dict:
+    """Stream every part of every store, in order, into the output(s), checking units 0..N-1 exactly once.
+
+    Args:
+        stores: ``(parts folder, record)`` per shard in order; a record holds the folder's part count ``parts``.
+        source: the input (documents: its file list names the documents).
+        output: the output file (documents: the document table; the chunk table goes beside it).
+        out_fmt: ``csv``, ``jsonl`` or ``parquet``.
+        kind: the model kind, whose summary sums the rows.
+        fmt: the input format.
+        options: ``documents.weight`` for the document table.
+
+    Returns:
+        The summary's fields, ``rows`` (and ``documents``, ``chunks``, ``chunks_output``).
+
+    Raises:
+        OutputError: a part missing or damaged, overlapping or leaving a gap, or rows that are not its units.
+    """
+    summary = summary_for(kind)
+    documents = fmt == "documents"
+    doc_ids = [f.stem for f in source.files] if documents else None
+    chunks_out = output.with_name(f"{output.stem}.chunks{output.suffix}")
+    rows = at = 0
+    with outputs.table_writer(output, out_fmt) as main, \
+            (outputs.table_writer(chunks_out, out_fmt) if documents else contextlib.nullcontext()) as chunk_writer:
+        for folder, record in stores:
+            for info, frame in iter_parts(folder, record["parts"]):
+                path = folder / f"rows-{info.index:05d}.parquet"
+                if info.lo != at:
+                    raise OutputError(f"{path}: covers units {info.lo}..{info.hi - 1}, expected "
+                                      f"to start at {at}: parts overlap or leave a gap")
+                at = info.hi
+                check_part(path, info, frame, documents, doc_ids)
+                summary.add(frame)
+                rows += len(frame)
+                if documents:
+                    chunk_writer.write(frame)
+                    names = [c[len("prob_"):] for c in frame.columns if c.startswith("prob_")]
+                    table = docs_lib.aggregate_documents(
+                        doc_ids[info.lo:info.hi], frame["doc_id"].tolist(), frame["n_tokens"].to_numpy(),
+                        frame["label_id"].to_numpy(), frame[[f"prob_{n}" for n in names]].to_numpy(), names,
+                        options.documents.weight)
+                    main.write(pd.DataFrame(table))
+                else:
+                    main.write(frame)
+        if documents and at != len(doc_ids):
+            raise OutputError(f"parts cover {at} of {len(doc_ids)} documents")
+        result = summary.result()  # may refuse (a masked LM with nothing masked): no output is written then
+    result["rows"] = rows
+    if documents:
+        result.update(documents=len(doc_ids), chunks=rows, chunks_output=str(chunks_out))
+    return result
+
+
+def check_part(path: pathlib.Path, info: PartInfo, frame: pd.DataFrame, documents: bool, doc_ids) -> None:
+    """Check that a part's rows are exactly its units (rows: ids ``lo..hi-1``; documents: their chunks in order).
+
+    Raises:
+        OutputError: naming the part file.
+    """
+    if len(frame) != info.rows:
+        raise OutputError(f"{path}: holds {len(frame)} rows, its metadata says {info.rows}")
+    if documents:
+        index = {d: i for i, d in enumerate(doc_ids[info.lo:info.hi])}
+        which = np.asarray([index.get(d, -1) for d in frame["doc_id"]])
+        if (which < 0).any() or (np.diff(which) < 0).any():
+            raise OutputError(f"{path}: chunks of documents outside {info.lo}..{info.hi - 1} or out of order")
+        return
+    ids = frame["row"].to_numpy()
+    if len(ids) != info.hi - info.lo or (ids != np.arange(info.lo, info.hi)).any():
+        raise OutputError(f"{path}: rows are not exactly {info.lo}..{info.hi - 1} in order")

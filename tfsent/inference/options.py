@@ -1,0 +1,78 @@
+"""Every setting of a prediction run, typed, each marked as changing results or not.
+
+``tfsent.predict`` (the entry module) builds :class:`PredictOptions` from the config; the driver takes it. A field's
+``metadata["result"]`` says whether it can change a row's result: those go into the resume fingerprint (a finished
+part is reused only when all of them are equal), the others (where output goes, how progress shows, how many host
+calls) are marked result-neutral. ``tests/inference/test_options.py`` fails when a setting is added without a mark.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from tfsent.data.masking import EVAL_MASK_SEED
+from tfsent.inference.documents import ChunkOptions
+from tfsent.inference.engine import DEFAULT_BUCKETS
+
+
+
+def _result(default, **kwargs):
+    return dataclasses.field(default=default, metadata={"result": True}, **kwargs)
+
+
+def _neutral(default, why: str, **kwargs):
+    return dataclasses.field(default=default, metadata={"result": False, "why": why}, **kwargs)
+
+
+@dataclasses.dataclass(frozen=True)
+class PredictOptions:
+    """How to read the input, run the model and write the output (see ``conf/predict.yaml`` for each key)."""
+
+    input_format: str = _result("auto")
+    text_column: str = _result("text")
+    id_column: str | None = _result(None)
+    split: str = _result("test")
+    encoding: str | None = _result(None)
+    global_batch_size: int = _result(64)
+    buckets: tuple[int, ...] = _result(DEFAULT_BUCKETS)
+    max_length: int | None = _result(None)
+    documents: ChunkOptions = _result(ChunkOptions())
+    part_size: int = _result(100_000)
+    precision: str = _result("float32")
+    jit_compile: bool | None = _result(None)
+    mask_seed: int = _result(EVAL_MASK_SEED)
+    output_format: str | None = _neutral(None, "the final file's format; parts are always Parquet")
+    strategy: str = _neutral("auto", "its replica count is fingerprinted; the name alone changes nothing")
+    steps_per_execution: int | None = _neutral(None, "host calls per step group; the same steps run")
+    num_shards: int = _neutral(1, "a shard's place is checked by its own folder name and manifest")
+    shard_index: int = _neutral(0, "a shard's place is checked by its own folder name and manifest")
+    merge: bool = _neutral(False, "only merges finished shards")
+    overwrite: bool = _neutral(False, "whether an existing output may be replaced")
+    progress: bool = _neutral(True, "a progress bar")
+    shard_wait_s: float = _neutral(3600.0, "how long the chief waits for the other shards")
+
+    def __post_init__(self):
+        object.__setattr__(self, "buckets", tuple(int(b) for b in self.buckets))
+        if isinstance(self.documents, Mapping):
+            object.__setattr__(self, "documents", ChunkOptions(**self.documents))
+        if self.part_size < 1:
+            raise ValueError(f"part_size must be >= 1, got {self.part_size}")
+        if self.steps_per_execution is not None and self.steps_per_execution < 1:
+            raise ValueError(f"steps_per_execution must be >= 1 or null, got {self.steps_per_execution}")
+        if self.num_shards < 1 or not 0 <= self.shard_index < self.num_shards:
+            raise ValueError(f"shard_index={self.shard_index} must lie in 0..num_shards-1 (num_shards="
+                             f"{self.num_shards})")
+
+
+def result_settings(options: PredictOptions) -> dict:
+    """The result-changing settings of ``options``, as plain values for a fingerprint."""
+    return {f.name: _plain(getattr(options, f.name)) for f in dataclasses.fields(options) if f.metadata["result"]}
+
+
+def _plain(value):
+    if dataclasses.is_dataclass(value):
+        return dataclasses.asdict(value)
+    if isinstance(value, tuple):
+        return list(value)
+    return value

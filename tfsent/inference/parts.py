@@ -1,0 +1,200 @@
+"""The part store: a prediction run's finished parts in ``<output>.parts/``, resumable and locked.
+
+A run reads its input as a stream of *units* (rows, or whole documents) and predicts them a part at a time. Each
+finished part is one Parquet file ``rows-<k>.parquet`` whose schema metadata records the units it covers
+``[lo, hi)``, its row count and the sha256 of those units' content. The folder's ``manifest.json`` holds the
+fingerprint of every setting that changes a result. A re-run with the same fingerprint re-reads the input (cheap)
+but skips tokenizing and predicting every part whose recorded units hash the same; the first part that differs,
+and every part after it, is predicted again. That per-part content hash is the input fingerprint: it costs one
+streamed read of the input and no extra pass, however large the file.
+
+The folder is locked (``tfsent.runtime.locks``) while a run uses it: a second run on the same output fails at once.
+A folder without a tfsent manifest is never touched (it is not ours); ours is removed once the output is written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import pathlib
+import re
+from collections.abc import Iterator
+
+import pandas as pd
+
+from tfsent.inference.outputs import OutputError
+from tfsent.runtime import atomic, locks
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "manifest.json"
+LOCK = "run.lock"
+COMPLETE = "complete.json"  # a shard's record of its finished slice (tfsent.inference.sharded)
+_OWN = (MANIFEST, LOCK, COMPLETE)
+FORMAT = "tfsent.parts/1"
+_PART = re.compile(r"rows-(\d{5,})\.parquet")
+_META_KEY = b"tfsent.part"
+
+
+@dataclasses.dataclass(frozen=True)
+class PartInfo:
+    """What a finished part covers: units ``[lo, hi)``, ``rows`` output rows, and the units' content hash."""
+
+    index: int
+    lo: int
+    hi: int
+    rows: int
+    sha256: str
+
+
+class PartStore:
+    """One run's parts folder. Use it as a context manager: entering creates (or adopts) and locks the folder.
+
+    Args:
+        folder: the parts folder (``<output>.parts`` or a shard's folder).
+        fingerprint: identifies every result-changing setting; parts of another fingerprint are discarded.
+        extra: more manifest fields (a shard's place), checked like the fingerprint.
+    """
+
+    def __init__(self, folder: str | os.PathLike, fingerprint: str, extra: dict | None = None):
+        self.dir = pathlib.Path(folder)
+        self.manifest = {"format": FORMAT, "fingerprint": fingerprint, **(extra or {})}
+        self._created = False
+        self._lock = None
+
+    def __enter__(self) -> "PartStore":
+        if self.dir.exists() and not self.dir.is_dir():
+            raise OutputError(f"{self.dir}: exists and is not a folder; move it away")
+        if self.dir.is_dir():
+            existing = read_manifest(self.dir)
+            if existing is None:
+                raise OutputError(f"{self.dir}: folder exists but was not created by tfsent (no {MANIFEST} of "
+                                  f"format {FORMAT}); move it away, it will not be deleted")
+        else:
+            self.dir.mkdir(parents=True)
+            self._created = True
+        self._lock = locks.exclusive(self.dir / LOCK, f"{self.dir}")
+        try:
+            self._lock.__enter__()
+        except BaseException:
+            self._cleanup_if_empty()
+            raise
+        existing = read_manifest(self.dir)
+        if existing != self.manifest:
+            if existing:
+                done = len(self.finished())
+                log.warning("%s: belongs to another input or setting; discarding its %d part(s)", self.dir, done)
+                self.discard_from(0)
+            atomic.write_text(self.dir / MANIFEST, json.dumps(self.manifest, indent=1) + "\n")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._lock is not None:
+            self._lock.__exit__(*exc)
+            self._lock = None
+        if exc[0] is not None:
+            self._cleanup_if_empty()
+
+    def _cleanup_if_empty(self) -> None:
+        # A run that failed before finishing any part leaves nothing behind (bad input is found in part 0).
+        if self._created and self.dir.is_dir() and not self.part_files():
+            remove_folder(self.dir)
+
+    def path(self, index: int) -> pathlib.Path:
+        """The file of part ``index``."""
+        return self.dir / f"rows-{index:05d}.parquet"
+
+    def part_files(self) -> list[pathlib.Path]:
+        """Every part file present, in part order."""
+        return sorted((p for p in self.dir.glob("rows-*.parquet") if _PART.fullmatch(p.name)),
+                      key=lambda p: int(_PART.fullmatch(p.name).group(1)))
+
+    def info(self, index: int) -> PartInfo | None:
+        """The metadata of finished part ``index``, or None when it is missing or unreadable (then it is redone)."""
+        return read_info(self.path(index))
+
+    def finished(self) -> list[PartInfo]:
+        """The finished parts 0, 1, ... up to the first missing one."""
+        out = []
+        while (info := self.info(len(out))) is not None:
+            out.append(info)
+        return out
+
+    def write(self, info: PartInfo, frame: pd.DataFrame) -> None:
+        """Write one finished part atomically, its metadata in the Parquet schema."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+        meta = dict(table.schema.metadata or {})
+        meta[_META_KEY] = json.dumps(dataclasses.asdict(info)).encode()
+        with atomic.open_for_write(self.path(info.index), "wb") as f:
+            pq.write_table(table.replace_schema_metadata(meta), f)
+
+    def read(self, index: int) -> pd.DataFrame:
+        """The rows of part ``index``."""
+        return pd.read_parquet(self.path(index))
+
+    def discard_from(self, index: int) -> None:
+        """Delete parts ``index`` and after (another input or setting made them stale)."""
+        for p in self.part_files():
+            if int(_PART.fullmatch(p.name).group(1)) >= index:
+                p.unlink()
+
+
+def read_manifest(folder: pathlib.Path) -> dict | None:
+    """A parts folder's manifest, ``{}`` for a tfsent folder whose manifest is unreadable, None if not ours."""
+    path = folder / MANIFEST
+    try:
+        manifest = json.loads(path.read_text())
+    except FileNotFoundError:
+        # A folder holding only tfsent's own files (a lock, parts) lost its manifest: still ours.
+        ours = all(p.name in _OWN or _PART.fullmatch(p.name) or p.name.startswith(".tmp-") for p in folder.iterdir())
+        return {} if ours else None
+    except ValueError:
+        return {}
+    return manifest if isinstance(manifest, dict) and manifest.get("format") == FORMAT else None
+
+
+def read_info(path: pathlib.Path) -> PartInfo | None:
+    """The :class:`PartInfo` in a part file's metadata; None when the file is missing or damaged."""
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.read_schema(path).metadata or {}
+        return PartInfo(**json.loads(meta[_META_KEY]))
+    except FileNotFoundError:
+        return None
+    except Exception as e:  # a cut or overwritten file: pyarrow raises several types; the part is predicted again
+        log.warning("%s: unreadable part (%s: %s); predicting it again", path, type(e).__name__, e)
+        return None
+
+
+def iter_parts(folder: pathlib.Path, count: int) -> Iterator[tuple[PartInfo, pd.DataFrame]]:
+    """Parts ``0..count-1`` of a parts folder with their rows, in order.
+
+    Raises:
+        OutputError: a part is missing or unreadable.
+    """
+    for k in range(count):
+        path = folder / f"rows-{k:05d}.parquet"
+        info = read_info(path)
+        if info is None:
+            raise OutputError(f"{path}: part {k} of {count} is missing or damaged; run again to redo it")
+        yield info, pd.read_parquet(path)
+
+
+def remove_folder(folder: pathlib.Path) -> None:
+    """Delete a tfsent parts folder: only the files tfsent writes there, then the folder if it is empty.
+
+    A file tfsent did not write (a user's notes) stays, and so does the folder that holds it.
+    """
+    for p in folder.iterdir():
+        if p.name in _OWN or _PART.fullmatch(p.name) or p.name.startswith(".tmp-"):
+            p.unlink(missing_ok=True)
+    try:
+        folder.rmdir()
+    except OSError:
+        log.warning("%s: kept, it holds files tfsent did not write", folder)

@@ -1,0 +1,111 @@
+"""What the driver needs from a model kind: the :class:`Predictor` interface, and the choice of implementation.
+
+A predictor loads its checkpoint under the strategy's scope, says which token features its model reads and how to
+pad them, supplies an optional input-pipeline ``map_fn`` (a masked LM's evaluation masking), turns the engine's
+reduced outputs into output columns, and sums its run summary part by part. Adding a model kind means one new
+predictor module and one line in :func:`kind_of`/:func:`load_predictor`; the driver does not change.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+import pathlib
+from collections.abc import Callable, Mapping
+
+import numpy as np
+import pandas as pd
+import tensorflow as tf
+
+from tfsent.inference.tokens import TokenRows
+
+
+class Summary(abc.ABC):
+    """Sums a run's summary over the output rows, one part at a time (resumed parts included)."""
+
+    @abc.abstractmethod
+    def add(self, frame: pd.DataFrame) -> None:
+        """Count one part's output rows."""
+
+    @abc.abstractmethod
+    def result(self) -> dict:
+        """The summary fields; raise ``DataError`` when the rows cannot give one."""
+
+
+class Predictor(abc.ABC):
+    """One model kind, loaded and compiled. Attributes set by implementations:
+
+    Attributes:
+        kind: ``classifier`` or ``masked_lm``.
+        tokenizer: the checkpoint's fast tokenizer.
+        model: the compiled ``tf_keras.Model`` whose ``predict_step`` returns ``example_id`` and reduced outputs.
+        features: the token features the model reads.
+        pad_values: pad value per feature.
+        max_length: the longest sequence the model takes (position embeddings, or a lower ``max_length``).
+    """
+
+    kind: str
+    tokenizer = None
+    model = None
+    features: tuple[str, ...] = ("input_ids", "attention_mask")
+    pad_values: Mapping[str, int] = {}
+    max_length: int
+
+    def map_fn(self) -> Callable | None:
+        """A batch-level ``features -> features`` step for the input pipeline, or None."""
+        return None
+
+    def check_documents(self, source: str) -> None:
+        """Raise ``DataError`` when this kind cannot score documents (default: it can)."""
+
+    @abc.abstractmethod
+    def empty_outputs(self) -> dict[str, np.ndarray]:
+        """The engine's outputs for zero rows (a part of documents without text has no chunk to predict)."""
+
+    @abc.abstractmethod
+    def columns(self, out: Mapping[str, np.ndarray], tokens: TokenRows, *, with_truncated: bool) -> dict:
+        """Output columns of one part, in order, from the engine's outputs for its rows."""
+
+    @staticmethod
+    @abc.abstractmethod
+    def summary() -> Summary:
+        """A fresh summary accumulator."""
+
+
+def kind_of(ckpt_path: str | os.PathLike) -> str:
+    """The model kind of a checkpoint folder, from its own metadata file (no model is built)."""
+    from tfsent.models.masked_lm import SPEC_FILE
+
+    return "masked_lm" if (pathlib.Path(ckpt_path) / SPEC_FILE).is_file() else "classifier"
+
+
+def summary_for(kind: str) -> Summary:
+    """A fresh summary accumulator for ``kind`` (used by a merge that loads no model)."""
+    from tfsent.inference import classifier, masked_lm
+
+    return {"classifier": classifier.ClassifierPredictor, "masked_lm": masked_lm.MaskedLMPredictor}[kind].summary()
+
+
+def load_predictor(ckpt_path: str | os.PathLike, strategy: tf.distribute.Strategy, *, max_length: int | None,
+                   jit_compile: bool | None, steps_per_execution: int, mask_seed: int) -> Predictor:
+    """Load the checkpoint with the predictor its metadata names, compiled for ``strategy``.
+
+    Args:
+        ckpt_path: a folder written by a model's ``save_pretrained``.
+        strategy: the model is built under its scope.
+        max_length: an optional lower cap than the model's position embeddings.
+        jit_compile: XLA-compile the predict step; None picks per strategy.
+        steps_per_execution: predict steps per host call.
+        mask_seed: a masked LM's evaluation-masking seed.
+
+    Raises:
+        CheckpointError: an unreadable checkpoint.
+    """
+    from tfsent.inference import classifier, masked_lm
+
+    kind = kind_of(ckpt_path)
+    if kind == "masked_lm":
+        return masked_lm.MaskedLMPredictor(ckpt_path, strategy, max_length=max_length, jit_compile=jit_compile,
+                                           steps_per_execution=steps_per_execution, seed=mask_seed)
+    return classifier.ClassifierPredictor(ckpt_path, strategy, max_length=max_length, jit_compile=jit_compile,
+                                          steps_per_execution=steps_per_execution)
