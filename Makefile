@@ -45,12 +45,17 @@ predict: ## Predict with a trained model: make predict CKPT=runs/.../model INPUT
 	$(PY) -m tfsent.predict ckpt_path=$(CKPT) input=$(INPUT) output=$(OUTPUT) $(ARGS)
 
 TRANSCRIPTS ?= ../shared/data/transcripts/ectsum/test
-demo: ## Offline end to end: fine-tune MiniLM-L6 on PhraseBank AllAgree, score sentences, then transcripts if present
-	$(PY) -m tfsent.train +experiment=finbert_tone data=phrasebank_allagree trainer.epochs=1 overwrite=true \
+DEMO_SHOW = import pandas as pd; t = open("data/demo/sentences.txt").read().splitlines(); \
+	d = pd.read_csv("$(RUN_DIR)/sentences.csv"); d.insert(0, "text", [t[i] for i in d.row]); \
+	pd.set_option("display.max_colwidth", 70); pd.set_option("display.width", 160); \
+	print(d[["text", "label"] + [c for c in d if c.startswith("prob_")]].round(3).to_string(index=False))
+demo: ## Offline end to end: fine-tune MiniLM-L6 on PhraseBank AllAgree (4 epochs), score sentences and transcripts
+	$(PY) -m tfsent.train +experiment=finbert_tone data=phrasebank_allagree trainer.epochs=4 overwrite=true \
 		hydra.run.dir=$(RUN_DIR)/train
 	$(PY) -m tfsent.predict ckpt_path=$(RUN_DIR)/train/model input=data/demo/sentences.txt input_format=text \
 		output=$(RUN_DIR)/sentences.csv overwrite=true hydra.run.dir=$(RUN_DIR)/predict-sentences
-	@cat $(RUN_DIR)/sentences.csv
+	@$(PY) -c '$(DEMO_SHOW)'
+	@echo "demo: training curves and confusion matrices in $(RUN_DIR)/train/reports/ (curves.png, test_confusion.png)"
 	@if [ -d "$(TRANSCRIPTS)" ]; then \
 		$(PY) -m tfsent.predict ckpt_path=$(RUN_DIR)/train/model input=$(TRANSCRIPTS) input_format=documents \
 			output=$(RUN_DIR)/transcripts.csv max_length=128 overwrite=true hydra.run.dir=$(RUN_DIR)/predict-transcripts; \

@@ -12,20 +12,22 @@ import shutil
 
 import pandas as pd
 import pytest
-import tf_keras
 from hydra import compose, initialize_config_dir
 from transformers import RobertaConfig
 
 from tfsent.config import ConfigError, conf_dir
 from tfsent.data.errors import DataError
-from tfsent.data.reader import load_manifest, verify_shards
-from tfsent.models import ClassifierSpec, build_classifier, load_tokenizer
+from helpers.records import verify_shards
+from tfsent.data.manifest import load_manifest
+from tfsent.models import load_tokenizer
+from helpers.tiny import tiny_checkpoint
 from tfsent.models.loading import CheckpointError
 from tfsent.models.loading import PositionError, check_max_positions
 from tfsent.inference.driver import predict
 from tfsent.inference.options import PredictOptions
 from tfsent.inference.outputs import OutputError
-from tfsent.prepare import PrepareSpec, prepare
+from tfsent.config import ClassificationDataSpec
+from tfsent.data.prepare import prepare_classification
 from tfsent.train import train
 
 LABELS = ["negative", "neutral", "positive"]
@@ -54,9 +56,10 @@ def tokenizer():
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory, tokenizer) -> pathlib.Path:
     root = tmp_path_factory.mktemp("data")
-    spec = PrepareSpec(name="tiny", format="csv", path=str(_csv(root / "src.csv", _rows())), label_names=LABELS,
+    spec = ClassificationDataSpec(name="tiny", format="csv", path=str(_csv(root / "src.csv", _rows())),
+                                  label_names=LABELS,
                        max_seq_length=16, num_shards={"train": 2, "validation": 1, "test": 1})
-    prepare(spec, tokenizer, root / "prepared", tokenizer_name="minilm_l6")
+    prepare_classification(spec, tokenizer, root / "prepared", tokenizer_name="minilm_l6")
     return root / "prepared"
 
 
@@ -67,11 +70,8 @@ def data_copy(dataset, tmp_path) -> pathlib.Path:
 
 @pytest.fixture(scope="module")
 def ckpt(tmp_path_factory, tokenizer) -> pathlib.Path:
-    tf_keras.utils.set_random_seed(0)
-    config = dict(arch="bert", vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                  intermediate_size=64, max_position_embeddings=64)
-    model = build_classifier(ClassifierSpec(config=config, label_names=LABELS, max_seq_length=64))
-    return model.save_pretrained(tmp_path_factory.mktemp("ckpt") / "model", tokenizer=tokenizer)
+    return tiny_checkpoint(tmp_path_factory.mktemp("ckpt") / "model", max_seq_length=64, labels=LABELS,
+                           tokenizer=tokenizer, num_hidden_layers=1)
 
 
 # ---- prepare --------------------------------------------------------------------------------------------------
@@ -109,19 +109,19 @@ PREPARE_CASES = {
 def test_prepare_rejects_bad_source(kind, tmp_path, tokenizer):
     fmt, make, message = PREPARE_CASES[kind]
     src = make(tmp_path)
-    spec = PrepareSpec(name="bad", format=fmt, path=str(src), label_names=LABELS, max_seq_length=16)
+    spec = ClassificationDataSpec(name="bad", format=fmt, path=str(src), label_names=LABELS, max_seq_length=16)
     with pytest.raises(DataError, match=message.format(src=re.escape(str(src)))):
-        prepare(spec, tokenizer, tmp_path / "out")
+        prepare_classification(spec, tokenizer, tmp_path / "out")
     assert not (tmp_path / "out").exists() and _leftovers(tmp_path) == []
 
 
 def test_prepare_never_overwrites_an_existing_dataset(data_copy, tmp_path, tokenizer):
     before = {p.name: p.stat().st_mtime_ns for p in data_copy.iterdir()}
-    spec = PrepareSpec(name="tiny", format="csv", path=str(_csv(tmp_path / "other.csv", _rows(30))),
+    spec = ClassificationDataSpec(name="tiny", format="csv", path=str(_csv(tmp_path / "other.csv", _rows(30))),
                        label_names=LABELS, max_seq_length=16)
     with pytest.raises(DataError, match=rf"{re.escape(str(data_copy))}: already exists; remove it or pass "
                                         r"overwrite=True"):
-        prepare(spec, tokenizer, data_copy)
+        prepare_classification(spec, tokenizer, data_copy)
     assert {p.name: p.stat().st_mtime_ns for p in data_copy.iterdir()} == before
 
 

@@ -17,9 +17,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import tensorflow as tf
-import tf_keras
 
-from tfsent.models import ClassifierSpec, build_classifier, load_tokenizer
+from helpers.tiny import tiny_checkpoint
 from tfsent.inference.driver import predict
 from tfsent.inference.options import PredictOptions
 
@@ -97,11 +96,7 @@ def test_training_survives_sigkill_and_ends_with_planned_updates(tmp_path):
 
 @pytest.fixture(scope="module")
 def tiny_ckpt(tmp_path_factory):
-    tf_keras.utils.set_random_seed(0)
-    config = dict(arch="bert", vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                  intermediate_size=64, max_position_embeddings=64)
-    model = build_classifier(ClassifierSpec(config=config, label_names=LABELS, max_seq_length=64))
-    return model.save_pretrained(tmp_path_factory.mktemp("ckpt") / "model", tokenizer=load_tokenizer("minilm_l6"))
+    return tiny_checkpoint(tmp_path_factory.mktemp("ckpt") / "model", max_seq_length=64, labels=LABELS)
 
 
 @pytest.mark.slow

@@ -3,16 +3,14 @@
 import numpy as np
 import pandas as pd
 import pytest
-import tf_keras
 
 from tfsent.inference.documents import ChunkOptions, aggregate_documents, chunk_documents, split_sentences
-from tfsent.models import ClassifierSpec, build_classifier, load_tokenizer
+from tfsent.models import load_tokenizer
+from helpers.tiny import tiny_checkpoint
 from tfsent.inference.driver import predict
 from tfsent.inference.options import PredictOptions
 
 LABELS = ["Negative", "neutral", "POSITIVE"]  # found by name, case-insensitive
-TINY = dict(arch="bert", vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-            intermediate_size=64, max_position_embeddings=128)
 
 
 @pytest.fixture(scope="module")
@@ -61,9 +59,7 @@ def test_aggregate_exact_and_empty_document():
 
 def test_real_transcripts_every_chunk_counted(tmp_path, transcripts_dir, tokenizer):
     folder = transcripts_dir / "train"
-    tf_keras.utils.set_random_seed(0)
-    model = build_classifier(ClassifierSpec(config=TINY, label_names=LABELS, max_seq_length=128))
-    ckpt = model.save_pretrained(tmp_path / "ckpt", tokenizer=tokenizer)
+    ckpt = tiny_checkpoint(tmp_path / "ckpt", labels=LABELS, tokenizer=tokenizer)
     out = tmp_path / "docs.csv"
     options = ChunkOptions(overlap=1)
     summary = predict(ckpt, folder, out, PredictOptions(input_format="documents", strategy="cpu", global_batch_size=32,
@@ -99,9 +95,9 @@ def test_real_transcripts_every_chunk_counted(tmp_path, transcripts_dir, tokeniz
 
 
 def test_an_empty_document_alone_in_the_last_part_keeps_its_row(tmp_path):
-    from helpers.tiny import tiny_checkpoint
+    from helpers.tiny import tiny_classifier
 
-    ckpt = tiny_checkpoint(tmp_path / "ckpt" / "model", max_seq_length=64, labels=LABELS)
+    ckpt = tiny_classifier(tmp_path / "ckpt", labels=LABELS)
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "a.txt").write_text("Revenue rose.\nCosts fell.\n")

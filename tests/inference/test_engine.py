@@ -7,20 +7,17 @@ import tf_keras
 from tfsent.inference.engine import (DEFAULT_BUCKETS, FILLER_ID, assign_buckets, bucket_lengths, pad_rows,
                                      predict_bucketed, reorder, spill_partial_batches)
 from tfsent.inference.tokens import TokenRows
-from tfsent.models import ClassifierSpec, build_classifier, load_classifier, load_tokenizer
+from tfsent.models import load_classifier, load_tokenizer
+from helpers.tiny import tiny_checkpoint
 from tfsent.runtime.strategy import make_strategy
 
 LABELS = ["negative", "neutral", "positive"]
-TINY = dict(arch="bert", vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-            intermediate_size=64, max_position_embeddings=128)
 WORDS = "profit rose sharply while costs fell and the outlook for margins improved in the quarter".split()
 
 
 @pytest.fixture(scope="module")
 def ckpt(tmp_path_factory):
-    tf_keras.utils.set_random_seed(0)
-    model = build_classifier(ClassifierSpec(config=TINY, label_names=LABELS, max_seq_length=128))
-    return model.save_pretrained(tmp_path_factory.mktemp("ckpt") / "model", tokenizer=load_tokenizer("minilm_l6"))
+    return tiny_checkpoint(tmp_path_factory.mktemp("ckpt") / "model")
 
 
 def _texts(n, max_words, seed=0):

@@ -11,7 +11,7 @@ from hydra import compose, initialize_config_dir
 
 from tfsent.config import conf_dir
 from tfsent.data.errors import DataError
-from tfsent.data.reader import load_manifest
+from tfsent.data.manifest import load_manifest
 from tfsent.inference.driver import predict
 from tfsent.inference.masked_lm import summary_path
 from tfsent.inference.options import PredictOptions

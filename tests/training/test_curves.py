@@ -3,7 +3,6 @@
 import csv
 
 import numpy as np
-import tensorflow as tf
 import tf_keras
 from matplotlib.image import imread
 
