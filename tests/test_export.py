@@ -17,7 +17,8 @@ import tf_keras
 from tfsent.data.sources import read_records
 from tfsent.export import main
 from tfsent.models import ClassifierSpec, build_classifier, load_tokenizer
-from tfsent.predict import predict
+from tfsent.inference.driver import predict
+from tfsent.inference.options import PredictOptions
 from tfsent.data.tokenize import train_bpe_tokenizer
 from helpers.tiny import tiny_config
 
@@ -53,7 +54,7 @@ def serve_in_fresh_process(export_dir: pathlib.Path, texts: list[str], tmp_path:
 
 def predict_reference(ckpt: pathlib.Path, texts: list[str], tmp_path: pathlib.Path) -> pd.DataFrame:
     (tmp_path / "texts.txt").write_text("\n".join(texts) + "\n")
-    predict(ckpt, tmp_path / "texts.txt", tmp_path / "scores.csv", strategy="cpu", progress=False)
+    predict(ckpt, tmp_path / "texts.txt", tmp_path / "scores.csv", PredictOptions(strategy="cpu", progress=False))
     return pd.read_csv(tmp_path / "scores.csv")
 
 

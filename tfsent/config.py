@@ -205,9 +205,6 @@ class ClassificationDataSpec:
                               f"got {self.max_seq_length}")
         if self.min_label_count < 1:
             raise ConfigError(f"data.min_label_count must be >= 1, got {self.min_label_count}")
-        fractions = dict(self.split_fractions)
-        if any(f <= 0 for f in fractions.values()) or abs(sum(fractions.values()) - 1.0) > 1e-6:
-            raise ConfigError(f"data.split_fractions must be positive and sum to 1, got {fractions}")
 
     def shards_for(self, split: str) -> int:
         """Number of shard files for ``split``.

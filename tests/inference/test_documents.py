@@ -95,9 +95,8 @@ def test_real_transcripts_every_chunk_counted(tmp_path, transcripts_dir, tokeniz
 
 
 def test_an_empty_document_alone_in_the_last_part_keeps_its_row(tmp_path):
-    from helpers.tiny import tiny_classifier
 
-    ckpt = tiny_classifier(tmp_path / "ckpt", labels=LABELS)
+    ckpt = tiny_checkpoint(tmp_path / "ckpt" / "model", max_seq_length=64, labels=LABELS)
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "a.txt").write_text("Revenue rose.\nCosts fell.\n")

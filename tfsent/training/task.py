@@ -101,13 +101,17 @@ class Task:
     def check_inputs(self) -> None:
         """The source data exists and is readable: checked before the strategy or anything of TensorFlow is built.
 
+        Prepared data shipped without its source (``data.prepared_dir`` exists) is used as it is, so only then may
+        the source be missing.
+
         Raises:
-            DataError: ``data.path`` is missing or unreadable.
+            DataError: ``data.path`` is missing (and nothing is prepared) or unreadable.
         """
         path = pathlib.Path(self.spec.data.path)
-        if not path.exists():
+        prepared = self.spec.data.prepared_dir
+        if not path.exists() and not (prepared and pathlib.Path(prepared).is_dir()):
             raise DataError(f"{path}: not found (data.path)")
-        if not os.access(path, os.R_OK):
+        if path.exists() and not os.access(path, os.R_OK):
             raise DataError(f"{path}: not readable (data.path)")
 
     def check(self) -> None:
