@@ -18,8 +18,9 @@ import re
 import sys
 import threading
 
-# absl/glog prefix: severity letter, MMDD, time, thread id, file:line]. Only I and W are dropped.
-NATIVE_NOISE = re.compile(rb"^(?:[IW]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [^ \]]+:\d+\] |"
+# absl/glog prefix: severity letter, MMDD, time, thread id, file:line]. Only I and W are dropped. Searched, not
+# matched at the start: a progress bar (tqdm) writes without a newline, so a native line can follow it on one line.
+NATIVE_NOISE = re.compile(rb"(?:[IW]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [^ \]]+:\d+\] |"
                           rb"WARNING: All log messages before absl::InitializeLog\(\) is called)")
 # (logger, text) of banners printed on every run that the user cannot act on: tfsent pins transformers 4.57.6
 # deliberately (v5 has no TensorFlow classes), so its deprecation notice is noise here.
@@ -51,8 +52,11 @@ class NativeLogFilter:
         with os.fdopen(read_fd, "rb", buffering=0) as pipe:
             for line in iter(pipe.readline, b""):
                 try:
-                    if not self._pattern.match(line):
-                        os.write(out_fd, line)
+                    noise = self._pattern.search(line)
+                    # What came before the native line (a progress bar's text) still goes out, without the line.
+                    kept = line if noise is None else line[:noise.start()]
+                    if kept:
+                        os.write(out_fd, kept)
                 except OSError:
                     pass
 
