@@ -15,8 +15,6 @@ import sys
 
 from tfsent import stack
 
-TF_WHEELS = ("tensorflow", "tensorflow-cpu", "tensorflow-tpu", "tensorflow-intel", "tensorflow-macos",
-             "tensorflow-aarch64", "tf-nightly", "tf-nightly-cpu")
 # Printed with their versions: what decides whether a run behaves like the tested one.
 REPORTED = ("tf-keras", "tensorflow-text", "transformers", "tokenizers", "safetensors", "numpy", "protobuf",
             "pyarrow", "hydra-core", "tensorboard", "apache-beam")
@@ -27,11 +25,6 @@ def _version(name: str) -> str | None:
         return md.version(name)
     except md.PackageNotFoundError:
         return None
-
-
-def installed_tensorflow_wheels() -> list[tuple[str, str]]:
-    """(name, version) of every installed distribution that provides the ``tensorflow`` package."""
-    return [(name, v) for name in TF_WHEELS if (v := _version(name)) is not None]
 
 
 def _major_minor(version: str) -> str:
@@ -46,7 +39,7 @@ def problems(spec: dict | None = None) -> list[str]:
     """
     spec = spec or stack.load()
     tf_version, found = spec["tensorflow"], []
-    wheels = installed_tensorflow_wheels()
+    wheels = list(stack.installed_tensorflow().items())
     if len(wheels) != 1:
         found.append(f"expected exactly one TensorFlow wheel, found {wheels or 'none'}; "
                      "uninstall all and run `make install`")
@@ -70,7 +63,7 @@ def problems(spec: dict | None = None) -> list[str]:
 
 def report() -> list[str]:
     """One line per version that matters, then the strategy ``auto`` would pick (imports TensorFlow)."""
-    wheels = installed_tensorflow_wheels()
+    wheels = list(stack.installed_tensorflow().items())
     lines = [f"python {platform.python_version()} ({platform.machine()})",
              "tensorflow wheel: " + (", ".join(f"{n} {v}" for n, v in wheels) or "none")]
     lines += [f"{name} {_version(name) or '-'}" for name in REPORTED]

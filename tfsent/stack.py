@@ -18,8 +18,8 @@ from pathlib import Path
 
 STACK_FILE = Path(__file__).with_name("stack.toml")
 # Distributions that provide the `tensorflow` package; a TPU VM must end with exactly one, the TPU build.
-TF_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-tpu", "tensorflow-intel", "tf-nightly",
-                    "tf-nightly-cpu")
+TF_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-tpu", "tensorflow-intel", "tensorflow-macos",
+                    "tensorflow-aarch64", "tf-nightly", "tf-nightly-cpu")
 
 
 def load(path: Path = STACK_FILE) -> dict:
