@@ -1,0 +1,122 @@
+"""Kept columns: input columns (and the text) copied into the output part by part, through resume and a sharded
+merge; a missing column is an error before any model loads; documents keep their file name."""
+
+import json
+
+import pandas as pd
+import pytest
+
+import tfsent.inference.driver as driver
+from tfsent.config import ConfigError
+from tfsent.data.errors import DataError
+from tfsent.inference.options import PredictOptions
+
+from helpers.tiny import tiny_checkpoint
+
+KW = dict(strategy="cpu", global_batch_size=8, buckets=(16,), part_size=4, progress=False)
+TEXTS = [f"sales number {i} rose in the quarter" for i in range(11)]
+TABLE = pd.DataFrame({"date": [f"2024-01-{i + 1:02d}" for i in range(11)], "body": TEXTS,
+                      "ticker": [f"T{i % 3}" for i in range(11)]})
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    return tiny_checkpoint(tmp_path_factory.mktemp("ckpt") / "model", max_seq_length=64)
+
+
+def _write(frame: pd.DataFrame, path):
+    {"csv": lambda: frame.to_csv(path, index=False), "parquet": lambda: frame.to_parquet(path, index=False),
+     "jsonl": lambda: frame.to_json(path, orient="records", lines=True)}[path.suffix[1:]]()
+    return path
+
+
+def _read(path) -> pd.DataFrame:
+    return {"csv": lambda: pd.read_csv(path), "parquet": lambda: pd.read_parquet(path),
+            "jsonl": lambda: pd.read_json(path, lines=True, dtype=False)}[path.suffix[1:]]()
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
+def test_kept_columns_follow_their_rows(ckpt, tmp_path, fmt):
+    src = _write(TABLE, tmp_path / f"in.{fmt}")
+    out = tmp_path / f"out.{fmt}"
+    summary = driver.predict(ckpt, src, out, PredictOptions(**KW, text_column="body", keep_columns=("ticker", "date")))
+    frame = _read(out)
+    assert summary["parts"] == 3
+    assert list(frame.columns[:4]) == ["row", "text", "ticker", "date"]
+    assert frame["text"].tolist() == TEXTS
+    assert frame["ticker"].tolist() == TABLE["ticker"].tolist()
+    assert frame["date"].tolist() == TABLE["date"].tolist()
+
+
+def test_text_is_kept_by_default_and_keep_text_false_drops_it(ckpt, tmp_path):
+    (tmp_path / "in.txt").write_text("".join(t + "\n" for t in TEXTS))
+    driver.predict(ckpt, tmp_path / "in.txt", tmp_path / "kept.csv", PredictOptions(**KW))
+    assert pd.read_csv(tmp_path / "kept.csv")["text"].tolist() == TEXTS
+    driver.predict(ckpt, tmp_path / "in.txt", tmp_path / "dropped.csv", PredictOptions(**KW, keep_text=False))
+    assert "text" not in pd.read_csv(tmp_path / "dropped.csv").columns
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
+def test_missing_kept_column_is_named_before_the_model_loads(tmp_path, fmt):
+    src = _write(TABLE, tmp_path / f"in.{fmt}")
+    # Not a checkpoint at all: the column check must come first.
+    with pytest.raises(DataError, match=r"no column 'sector' \(keep_columns\)"):
+        driver.predict(tmp_path / "no_model", src, tmp_path / "out.csv",
+                       PredictOptions(**KW, text_column="body", keep_columns=("sector",)))
+    assert not (tmp_path / "out.csv").exists()
+
+
+def test_kept_column_that_collides_with_an_output_column_is_refused():
+    with pytest.raises(ConfigError, match="'label' is a column the output already has"):
+        PredictOptions(keep_columns=("label",))
+    # The text column kept under its own name is the kept text itself.
+    assert PredictOptions(keep_columns=("text",)).keep_columns == ("text",)
+
+
+def test_kept_columns_survive_resume_and_a_changed_column_is_predicted_again(ckpt, tmp_path, monkeypatch):
+    src = _write(TABLE, tmp_path / "in.csv")
+    out = tmp_path / "out.csv"
+    options = PredictOptions(**KW, text_column="body", keep_columns=("ticker",))
+    real, calls = driver.predict_bucketed, []
+
+    def failing(*args, **kw):
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("simulated kill")
+        return real(*args, **kw)
+
+    monkeypatch.setattr(driver, "predict_bucketed", failing)
+    with pytest.raises(RuntimeError, match="simulated kill"):
+        driver.predict(ckpt, src, out, options)
+    monkeypatch.setattr(driver, "predict_bucketed", real)
+    # A kept value in part 1 changes: part 0 is reused, part 1 on is predicted again with the new value.
+    changed = TABLE.assign(ticker=[t if i != 5 else "NEW" for i, t in enumerate(TABLE["ticker"])])
+    _write(changed, src)
+    summary = driver.predict(ckpt, src, out, options)
+    assert summary["parts_skipped"] == 1
+    assert pd.read_csv(out)["ticker"].tolist() == changed["ticker"].tolist()
+
+
+def test_kept_columns_survive_a_sharded_merge(ckpt, tmp_path):
+    src = _write(TABLE, tmp_path / "in.parquet")
+    out = tmp_path / "out.parquet"
+    base = dict(KW, text_column="body", keep_columns=("date",), num_shards=2)
+    for i in (1, 0):
+        driver.predict(ckpt, src, out, PredictOptions(**base, shard_index=i))
+    driver.predict(ckpt, src, out, PredictOptions(**base, merge=True))
+    frame = pd.read_parquet(out)
+    assert frame["row"].tolist() == list(range(11))
+    assert frame["date"].tolist() == TABLE["date"].tolist() and frame["text"].tolist() == TEXTS
+
+
+def test_documents_keep_their_file_name(ckpt, tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "b.TXT").write_text("Revenue rose. Costs fell.\n")
+    (folder / "a.txt").write_text("Profit grew sharply. Margins improved. The outlook is good.\n")
+    out = tmp_path / "docs.jsonl"
+    driver.predict(ckpt, folder, out, PredictOptions(**KW, input_format="documents"))
+    table = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["doc_id"], r["document"]) for r in table] == [("a", "a.txt"), ("b", "b.TXT")]
+    chunks = pd.read_json(tmp_path / "docs.chunks.jsonl", lines=True)
+    assert set(zip(chunks["doc_id"], chunks["document"])) == {("a", "a.txt"), ("b", "b.TXT")}
