@@ -55,20 +55,25 @@ def test_tokenizing_in_chunks_with_a_bar_gives_the_same_features():
 
 
 def test_the_live_bar_ends_its_line_before_callbacks_log(monkeypatch):
+    from tfsent.training.metrics import ClassPrecision
+
     class Report(tf_keras.callbacks.Callback):
         def on_epoch_end(self, epoch, logs=None):
             print("REPORT written")
 
     screen = Terminal()
     monkeypatch.setattr(sys, "stdout", screen)
-    model = tf_keras.Sequential([tf_keras.layers.Dense(1)])
-    model.compile(loss="mse")
+    model = tf_keras.Sequential([tf_keras.layers.Dense(2)])
+    model.compile(loss=tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True), weighted_metrics=[ClassPrecision(0, 2, name="precision_negative")])
     verbose = progress.fit_verbose("auto")
-    model.fit(np.zeros((8, 2)), np.zeros(8), batch_size=4, epochs=1, verbose=verbose,
-              callbacks=progress.bar_first([Report()], verbose))
+    history = model.fit(np.zeros((8, 2)), np.zeros(8, np.int32), batch_size=4, epochs=1, verbose=verbose,
+                        callbacks=progress.bar_first([Report()], verbose))
     shown = screen.getvalue()
     assert verbose == 1 and "2/2 [" in shown
     assert "\nREPORT written" in shown, shown  # not glued to the bar's unfinished line
+    # Per-class metrics stay out of the live line (too wide to redraw in place), not out of the history.
+    assert "loss:" in shown and "precision_negative" not in shown
+    assert "precision_negative" in history.history
 
 
 def test_quiet_filter_passes_a_bar_redraw_at_once_and_drops_native_lines():

@@ -116,8 +116,10 @@ def predict(ckpt_path: str | os.PathLike, input: str | os.PathLike, output: str 
     A classifier checkpoint gives labels and probabilities; a masked-LM checkpoint is evaluated (held-out loss,
     masked accuracy, perplexity): see :mod:`tfsent.inference.classifier` and :mod:`tfsent.inference.masked_lm` for
     their columns. Rows: ``row`` (0-based input position), ``id`` (with ``id_column``) or ``example_id`` (TFRecord
-    input), then the predictor's columns. Documents: the document table goes to ``output`` and the chunk table to
-    ``<output stem>.chunks<suffix>``.
+    input), ``text`` (unless ``keep_text`` is false), the ``keep_columns``, ``true_label`` (with ``label_column``),
+    then the predictor's columns. Documents: the document table goes to ``output`` and the chunk table to
+    ``<output stem>.chunks<suffix>``, both with ``doc_id`` and the file name (``document``). With ``label_column``
+    the metrics of the labelled file are written beside ``output`` (``tfsent.inference.evaluation``).
 
     Args:
         ckpt_path: a folder written by a model's ``save_pretrained``.
@@ -129,11 +131,14 @@ def predict(ckpt_path: str | os.PathLike, input: str | os.PathLike, output: str 
     Returns:
         Summary: ``rows``, ``seconds``, ``rows_per_second``, ``output``, ``parts``, ``parts_skipped``,
         ``buckets``, ``replicas`` and the predictor's own fields (``label_counts``; or ``masked_tokens``, ``loss``,
-        ``masked_accuracy``, ``perplexity``, ``summary_output``), plus ``documents``, ``chunks``,
+        ``masked_accuracy``, ``perplexity``, ``summary_output``; ``evaluation`` with ``label_column``), plus
+        ``documents``, ``chunks``,
         ``chunks_output`` for documents and ``shard``, ``shards``, ``lo``, ``hi`` for a shard.
 
     Raises:
-        CheckpointError: unreadable checkpoint. DataError: bad input (file and line named).
+        CheckpointError: unreadable checkpoint. DataError: bad input (file and line named), a missing kept or
+        label column, an unknown label. ConfigError: a label_map onto labels the model lacks, a label_column for
+        a masked LM.
         OutputError: bad output path or format, parts or shards that do not join. LockedError: another run
         writes the same output. ValueError: bad batch size, buckets or options.
     """

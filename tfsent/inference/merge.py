@@ -2,7 +2,9 @@
 
 Every part records the units it covers; the merge checks that they run 0..N-1 exactly once, in order, and that
 each part's rows are its units, then appends them to the output file (written atomically) while the predictor's
-summary sums them. Documents give two tables: the chunks, and per document the aggregate of its chunks.
+summary sums them. Documents give two tables: the chunks, and per document the aggregate of its chunks, both naming
+each document's file. A labelled input's confusion matrix is summed over the same parts and written beside the
+output (``tfsent.inference.evaluation``).
 """
 
 from __future__ import annotations

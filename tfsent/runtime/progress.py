@@ -9,6 +9,7 @@ not turned off (:func:`bar_enabled`). ``tfsent.runtime.quiet`` puts a pipe on fd
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Sequence
 from typing import TextIO
@@ -55,14 +56,35 @@ def bar_first(callbacks: Sequence, verbose: int) -> list:
 
     Keras appends its ``ProgbarLogger`` after the user's callbacks, so their end-of-epoch log lines (reports,
     checkpoints) would be written into the middle of the bar's unfinished line; first, it ends its line before
-    they log.
+    they log. The bar leaves out per-class metrics (``precision_<label>``, ``recall_<label>``): with them a
+    step's line is wider than a terminal, and a wrapped line cannot be redrawn in place (they stay in
+    ``metrics.csv``, TensorBoard and the end-of-epoch line of ``verbose=2``).
     """
     callbacks = list(callbacks)
     if verbose != BAR:
         return callbacks
+    return [_progress_bar(), *callbacks]
+
+
+def headline(logs: dict | None) -> dict:
+    """The metrics a live bar shows: ``logs`` without per-class precision and recall."""
+    return {k: v for k, v in (logs or {}).items() if not _PER_CLASS.match(k)}
+
+
+_PER_CLASS = re.compile(r"(val_)?(precision|recall)_")
+
+
+def _progress_bar():
     import tf_keras
 
-    return [tf_keras.callbacks.ProgbarLogger(count_mode="steps"), *callbacks]
+    class ProgressBar(tf_keras.callbacks.ProgbarLogger):
+        def on_train_batch_end(self, batch, logs=None):
+            super().on_train_batch_end(batch, headline(logs))
+
+        def on_epoch_end(self, epoch, logs=None):
+            super().on_epoch_end(epoch, headline(logs))
+
+    return ProgressBar(count_mode="steps")
 
 
 def bar_enabled(progress: bool = True, stream: TextIO | None = None) -> bool:
