@@ -64,7 +64,8 @@ def test_the_live_bar_ends_its_line_before_callbacks_log(monkeypatch):
     screen = Terminal()
     monkeypatch.setattr(sys, "stdout", screen)
     model = tf_keras.Sequential([tf_keras.layers.Dense(2)])
-    model.compile(loss=tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True), weighted_metrics=[ClassPrecision(0, 2, name="precision_negative")])
+    model.compile(loss=tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  weighted_metrics=[ClassPrecision(0, 2, name="precision_negative")])
     verbose = progress.fit_verbose("auto")
     history = model.fit(np.zeros((8, 2)), np.zeros(8, np.int32), batch_size=4, epochs=1, verbose=verbose,
                         callbacks=progress.bar_first([Report()], verbose))
@@ -93,3 +94,21 @@ def test_quiet_filter_passes_a_bar_redraw_at_once_and_drops_native_lines():
     finally:
         os.close(read_fd)
         os.close(write_fd)
+
+
+def test_a_native_bar_gets_the_real_stderr_and_filtering_resumes_after():
+    import subprocess
+
+    script = (
+        "import os\n"
+        "from tfsent.runtime import quiet\n"
+        "f = quiet.NativeLogFilter()\n"
+        "f.start()\n"
+        "os.write(2, b'W1203 10:00:00.1 1 a.cc:1] hidden before\\n')\n"
+        "with f.paused():\n"
+        "    os.write(2, b'W1203 10:00:00.2 1 b.cc:2] a native bar draws here\\n')\n"
+        "os.write(2, b'W1203 10:00:00.3 1 c.cc:3] hidden after\\nkept\\n')\n"
+        "f.stop()\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, check=True,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert done.stderr == b"W1203 10:00:00.2 1 b.cc:2] a native bar draws here\nkept\n"

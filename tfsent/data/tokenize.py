@@ -70,7 +70,7 @@ def train_bpe_tokenizer(files_or_texts: Sequence[str | os.PathLike], vocab_size:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import RobertaTokenizerFast
 
-    from tfsent.runtime.progress import bar_enabled
+    from tfsent.runtime.progress import bar_enabled, native_bar
 
     if vocab_size < 256 + len(SPECIAL_TOKENS):
         raise ValueError(f"vocab_size={vocab_size} is too small: byte-level BPE needs at least "
@@ -82,10 +82,12 @@ def train_bpe_tokenizer(files_or_texts: Sequence[str | os.PathLike], vocab_size:
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency, show_progress=bar_enabled(progress),
+    show = bar_enabled(progress)
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency, show_progress=show,
                                   special_tokens=list(SPECIAL_TOKENS),
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tokenizer.train_from_iterator(texts, trainer=trainer, length=len(texts))
+    with native_bar(show):
+        tokenizer.train_from_iterator(texts, trainer=trainer, length=len(texts))
     tokenizer.post_processor = processors.RobertaProcessing(
         sep=("</s>", tokenizer.token_to_id("</s>")), cls=("<s>", tokenizer.token_to_id("<s>")),
         trim_offsets=True, add_prefix_space=False)

@@ -9,9 +9,10 @@ not turned off (:func:`bar_enabled`). ``tfsent.runtime.quiet`` puts a pipe on fd
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TextIO
 
 MODES = ("auto", "bar", "epoch")
@@ -104,6 +105,19 @@ def bar(*, total: int | None, desc: str, unit: str, progress: bool = True):
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc=desc, unit=unit, disable=not bar_enabled(progress), file=sys.stderr)
+
+
+@contextlib.contextmanager
+def native_bar(shown: bool) -> Iterator[None]:
+    """Around work whose native library draws its own bar on fd 2 (the BPE trainer): the real stderr while
+    ``shown``, since such a bar checks fd 2 itself and the quiet filter makes it a pipe."""
+    if not shown:
+        yield
+        return
+    from tfsent.runtime.quiet import unfiltered
+
+    with unfiltered():
+        yield
 
 
 def _isatty(stream) -> bool:

@@ -12,11 +12,13 @@ unchanged. ``verbose=true``, or ``TF_CPP_MIN_LOG_LEVEL`` set by the user, leaves
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import re
 import sys
 import threading
+from collections.abc import Iterator
 
 # absl/glog prefix: severity letter, MMDD, time, thread id, file:line]. Only I and W are dropped. Searched, not
 # matched at the start: a progress bar (tqdm) writes without a newline, so a native line can follow it on one line.
@@ -82,6 +84,23 @@ class NativeLogFilter:
         except OSError:
             pass
 
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Give fd 2 back to the real stderr for the block (a native library's own progress bar checks that fd 2
+        is a terminal before it draws), then filter again."""
+        if self._saved is None:
+            yield
+            return
+        sys.stderr.flush()
+        pipe = os.dup(2)
+        os.dup2(self._saved, 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(pipe, 2)
+            os.close(pipe)
+
     def stop(self) -> None:
         """Restore the original stderr and wait for the copy thread to pass on what it still holds."""
         if self._saved is None:
@@ -98,6 +117,16 @@ class NativeLogFilter:
 
 
 _ACTIVE: NativeLogFilter | None = None
+
+
+@contextlib.contextmanager
+def unfiltered() -> Iterator[None]:
+    """The real stderr on fd 2 for the block, if the filter runs (see :meth:`NativeLogFilter.paused`)."""
+    if _ACTIVE is None:
+        yield
+    else:
+        with _ACTIVE.paused():
+            yield
 
 
 def stderr_is_terminal() -> bool:
