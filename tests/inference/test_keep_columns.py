@@ -121,3 +121,20 @@ def test_documents_keep_their_file_name(ckpt, tmp_path):
     assert [(r["doc_id"], r["document"]) for r in table] == [("a", "a.txt"), ("b", "b.TXT")]
     chunks = pd.read_json(tmp_path / "docs.chunks.jsonl", lines=True)
     assert set(zip(chunks["doc_id"], chunks["document"])) == {("a", "a.txt"), ("b", "b.TXT")}
+
+
+def test_command_line_names_the_missing_column_in_one_line(ckpt, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    _write(TABLE, tmp_path / "in.csv")
+    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
+    done = subprocess.run([sys.executable, "-m", "tfsent.predict", f"ckpt_path={ckpt}", f"input={tmp_path / 'in.csv'}",
+                           f"output={tmp_path / 'out.csv'}", "text_column=body", "keep_columns=[ticker,sector]",
+                           f"hydra.run.dir={tmp_path / 'run'}"], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2, done.stderr[-2000:]
+    errors = [ln for ln in done.stderr.splitlines() if ln.startswith("error:")]
+    assert errors == [f"error: {tmp_path / 'in.csv'}: header has no column 'sector' (keep_columns); columns: date, "
+                      "body, ticker"], done.stderr[-2000:]
+    assert "Traceback" not in done.stderr and not (tmp_path / "out.csv").exists()
