@@ -6,7 +6,9 @@ TensorFlow never calls) absl writes everything to stderr, with a ``WARNING: All 
 absl::InitializeLog() ...`` line first. The only lever from Python is the file descriptor itself, so
 :class:`NativeLogFilter` puts a pipe on fd 2 and a thread copies every line through except absl/glog INFO and
 WARNING lines (``I1203 ...`` / ``W1203 ...``); errors (``E``/``F``), Python tracebacks and everything else pass
-unchanged. ``verbose=true``, or ``TF_CPP_MIN_LOG_LEVEL`` set by the user, leaves stderr alone.
+unchanged, as they arrive (a progress bar's redraw needs no newline to show). A native library that draws its own
+bar only on a terminal gets the real fd 2 back for a while (:func:`unfiltered`). ``verbose=true``, or
+``TF_CPP_MIN_LOG_LEVEL`` set by the user, leaves stderr alone.
 """
 
 from __future__ import annotations
@@ -24,10 +26,10 @@ from collections.abc import Iterator
 # matched at the start: a progress bar (tqdm) writes without a newline, so a native line can follow it on one line.
 NATIVE_NOISE = re.compile(rb"(?:[IW]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [^ \]]+:\d+\] |"
                           rb"WARNING: All log messages before absl::InitializeLog\(\) is called)")
-# (logger, text) of banners printed on every run that the user cannot act on: tfsent pins transformers 4.57.6
-# deliberately (v5 has no TensorFlow classes), so its deprecation notice is noise here.
 # A line or a progress bar's redraw: up to and including '\n' or '\r', or an unfinished last piece.
 _SEGMENTS = re.compile(rb"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+")
+# (logger, text) of banners printed on every run that the user cannot act on: tfsent pins transformers 4.57.6
+# deliberately (v5 has no TensorFlow classes), so its deprecation notice is noise here.
 BANNERS = (("transformers.modeling_tf_utils", "TensorFlow and JAX classes are deprecated"),)
 
 
