@@ -127,8 +127,12 @@ class TrainerSpec:
     shuffle_buffer: int = 10000
     steps_per_epoch: int | None = None
     length_buckets: list[int] | None = None
+    progress: str = "auto"
 
     def __post_init__(self) -> None:
+        from tfsent.runtime.progress import check_mode
+
+        check_mode(self.progress, "trainer.progress")
         for key in ("epochs", "global_batch_size", "eval_batch_size", "steps_per_execution"):
             if int(getattr(self, key)) < 1:
                 raise ConfigError(f"trainer.{key} must be >= 1, got {getattr(self, key)}")

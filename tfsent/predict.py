@@ -53,6 +53,10 @@ def predict(cfg: DictConfig) -> dict:
     if "output" not in summary:
         print(f"{done}: shard {summary['shard']} of {summary['shards']} done (units {summary['lo']}.."
               f"{summary['hi'] - 1}); merge with merge=true num_shards={summary['shards']}")
+    elif "evaluation" in summary:
+        scores = summary["evaluation"]
+        print(f"{done} -> {summary['output']}; accuracy {scores['accuracy']:.4f}, macro-F1 {scores['macro_f1']:.4f} "
+              f"on {scores['rows']} labelled rows ({scores['metrics_output']})")
     elif "label_counts" in summary:
         print(f"{done} -> {summary['output']}; labels {summary['label_counts']}")
     else:

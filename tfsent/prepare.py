@@ -24,7 +24,8 @@ def prepare(cfg: Any) -> Manifest:
     model = to_container(cfg.model) or {}
     source = model.get("tokenizer") or require(cfg, "model.source")
     manifest = prepare_classification(spec, load_tokenizer(str(source)), tokenizer_name=str(source),
-                                      overwrite=bool(cfg.get("overwrite", False)))
+                                      overwrite=bool(cfg.get("overwrite", False)),
+                                      progress=bool(cfg.get("progress", True)))
     counts = ", ".join(f"{name} {info.count}" for name, info in manifest.splits.items())
     print(f"prepared {manifest.directory}: {counts}")
     return manifest

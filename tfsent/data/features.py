@@ -18,22 +18,40 @@ SCALAR_FEATURES = ("label", "example_id", "doc_id", "chunk_id")
 SEQUENCE_FEATURES = ("input_ids", "attention_mask", "token_type_ids")
 
 
-def encode_texts(tokenizer: Any, texts: Sequence[str], max_seq_length: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+def encode_texts(tokenizer: Any, texts: Sequence[str], max_seq_length: int, *, progress: bool = False,
+                 chunk_size: int = 4096) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Tokenize texts to exactly ``max_seq_length`` tokens (truncate, then pad).
 
     Args:
         tokenizer: a Hugging Face fast tokenizer.
         texts: the texts.
         max_seq_length: the fixed length, special tokens included.
+        progress: draw a progress bar on a terminal (``tfsent.runtime.progress.bar``).
+        chunk_size: texts per tokenizer call (the bar moves once per call; results do not depend on it).
 
     Returns:
         ``(features, truncated)``: ``input_ids``, ``attention_mask`` and (if the tokenizer returns them)
         ``token_type_ids`` as int64 ``[len(texts), max_seq_length]``; ``truncated`` is a bool ``[len(texts)]``
         marking texts that were longer than ``max_seq_length`` and lost tokens.
     """
+    from tfsent.runtime.progress import bar
+
     if max_seq_length < 2:
         raise DataError(f"max_seq_length must be >= 2 (room for the special tokens), got {max_seq_length}")
     texts = list(texts)
+    pieces = []
+    with bar(total=len(texts), desc="tokenize", unit="text", progress=progress) as shown:
+        for start in range(0, len(texts), chunk_size):
+            pieces.append(_encode(tokenizer, texts[start:start + chunk_size], max_seq_length))
+            shown.update(len(pieces[-1][1]))
+    if not pieces:
+        return _encode(tokenizer, [], max_seq_length)
+    names = pieces[0][0]
+    return ({n: np.concatenate([f[n] for f, _ in pieces]) for n in names},
+            np.concatenate([t for _, t in pieces]))
+
+
+def _encode(tokenizer: Any, texts: list[str], max_seq_length: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
     # The untruncated lengths tell which texts lose tokens; the tokenizer itself does not report it.
     full = tokenizer(texts, add_special_tokens=True, truncation=False, return_attention_mask=False,
                      return_token_type_ids=False, verbose=False)["input_ids"]

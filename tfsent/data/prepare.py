@@ -35,6 +35,7 @@ from tfsent.data.tokenize import load_tokenizer, tokenizer_fingerprint, tokenize
 from tfsent.data.writer import check_new_dir, write_split
 from tfsent.runtime import atomic
 from tfsent.runtime.atomic import sha256_file, sha256_tree
+from tfsent.runtime.progress import bar
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ def identity_key(identity: dict[str, Any]) -> str:
 
 
 def prepare_classification(spec: ClassificationDataSpec, tokenizer: Any, out_dir: str | pathlib.Path | None = None, *,
-            tokenizer_name: str | None = None, overwrite: bool = False) -> Manifest:
+            tokenizer_name: str | None = None, overwrite: bool = False, progress: bool = False) -> Manifest:
     """Read, split, tokenize and write a classification dataset.
 
     Args:
@@ -73,6 +74,7 @@ def prepare_classification(spec: ClassificationDataSpec, tokenizer: Any, out_dir
             when complete, so a failure leaves nothing behind.
         tokenizer_name: name recorded in the manifest (default: the tokenizer's ``name_or_path``).
         overwrite: replace an existing ``out_dir``.
+        progress: a tokenizing progress bar on a terminal.
 
     Returns:
         The manifest written beside the shards (``directory`` set to ``out_dir``).
@@ -93,7 +95,7 @@ def prepare_classification(spec: ClassificationDataSpec, tokenizer: Any, out_dir
         list(PHRASEBANK_LABELS) if spec.format == "phrasebank" else
         _inferred_labels(spec, records) if labeled else None)
     label_ids = np.array([label_names.index(r.label) if labeled else -1 for r in records], dtype=np.int64)
-    features, truncated = encode_texts(tokenizer, [r.text for r in records], spec.max_seq_length)
+    features, truncated = encode_texts(tokenizer, [r.text for r in records], spec.max_seq_length, progress=progress)
     splits = split_indices([r.label for r in records], fractions, spec.split_seed, stratified=spec.stratified,
                            groups=[r.text for r in records] if spec.group_duplicates else None)
 
@@ -148,7 +150,7 @@ def _inferred_labels(spec: ClassificationDataSpec, records) -> list[str]:
 def write_mlm_dataset(splits: Mapping[str, Sequence[str]], tokenizer_dir: str | pathlib.Path,
                       out_dir: str | pathlib.Path, max_seq_length: int, *, num_shards: int = 1,
                       last_block: str = "pad", tokenizer_name: str = "bpe", source: Mapping[str, Any] | None = None,
-                      overwrite: bool = False) -> Manifest:
+                      overwrite: bool = False, progress: bool = False, chunk_size: int = 1024) -> Manifest:
     """Tokenize, pack and write each split; copy the tokenizer; write the manifest; all atomically.
 
     Args:
@@ -161,6 +163,8 @@ def write_mlm_dataset(splits: Mapping[str, Sequence[str]], tokenizer_dir: str | 
         tokenizer_name: name recorded in the manifest.
         source: extra provenance for the manifest (path, format).
         overwrite: replace an existing ``out_dir``.
+        progress: a tokenizing progress bar per split on a terminal.
+        chunk_size: documents per tokenizer call (the bar moves once per call; results do not depend on it).
 
     Returns:
         The saved manifest.
@@ -178,8 +182,13 @@ def write_mlm_dataset(splits: Mapping[str, Sequence[str]], tokenizer_dir: str | 
         for split, documents in splits.items():
             if not documents:
                 raise DataError(f"{out_dir}: split {split!r} has no documents")
-            token_docs = tokenizer(list(documents), add_special_tokens=False, return_attention_mask=False,
-                                   verbose=False)["input_ids"]
+            documents = list(documents)
+            token_docs = []
+            with bar(total=len(documents), desc=f"tokenize {split}", unit="doc", progress=progress) as shown:
+                for start in range(0, len(documents), chunk_size):
+                    token_docs += tokenizer(documents[start:start + chunk_size], add_special_tokens=False,
+                                            return_attention_mask=False, verbose=False)["input_ids"]
+                    shown.update(min(chunk_size, len(documents) - start))
             input_ids, attention_mask, stats[split] = pack_blocks(
                 token_docs, max_seq_length, bos_id=ids["bos"], eos_id=ids["eos"], pad_id=ids["pad"],
                 last_block=last_block)
@@ -216,7 +225,7 @@ def corpus_identity(spec: CorpusSpec) -> dict[str, Any]:
 
 
 def prepare_corpus(spec: CorpusSpec, out_dir: str | pathlib.Path | None = None, *,
-                   overwrite: bool = False) -> Manifest:
+                   overwrite: bool = False, progress: bool = False) -> Manifest:
     """Read a corpus, split it, train a BPE tokenizer on its train split, and write the block dataset.
 
     Args:
@@ -225,6 +234,7 @@ def prepare_corpus(spec: CorpusSpec, out_dir: str | pathlib.Path | None = None, 
             length, ``last_block`` and shards per split.
         out_dir: the dataset directory to create (default ``spec.prepared_dir``).
         overwrite: replace an existing ``out_dir``.
+        progress: progress bars (BPE training, tokenizing) on a terminal.
 
     Returns:
         The saved manifest; the tokenizer is in ``out_dir/tokenizer``.
@@ -252,8 +262,8 @@ def prepare_corpus(spec: CorpusSpec, out_dir: str | pathlib.Path | None = None, 
         vocab_size = spec.tokenizer.vocab_size
         tokenizer_dir = train_bpe_tokenizer(splits["train"], vocab_size, pathlib.Path(tmp) / TOKENIZER_DIR,
                                             min_frequency=spec.tokenizer.min_frequency,
-                                            model_max_length=spec.max_seq_length)
+                                            model_max_length=spec.max_seq_length, progress=progress)
         source = {"path": str(path), "format": fmt, "split": split_info, "identity": corpus_identity(spec)}
         return write_mlm_dataset(splits, tokenizer_dir, out_dir, spec.max_seq_length, num_shards=spec.num_shards,
                                  last_block=spec.last_block, tokenizer_name=f"bpe{vocab_size}", source=source,
-                                 overwrite=overwrite)
+                                 overwrite=overwrite, progress=progress)

@@ -45,17 +45,19 @@ class Record:
         label: the label name, or None for unlabeled sources.
         line: 1-based line number in the file (csv: the line where the row ends; parquet: the row number).
         source_id: the value of ``id_column`` when one is given, else None.
+        kept: the values of ``keep_columns``, in their order, as read (``()`` when none are asked for).
     """
 
     text: str
     label: str | None
     line: int
     source_id: str | None = None
+    kept: tuple = ()
 
 
 def read_records(path: str | pathlib.Path, fmt: str, *, text_column: str = "text",
                  label_column: str | None = "label", id_column: str | None = None, encoding: str | None = None,
-                 label_names: Sequence[str] | None = None) -> list[Record]:
+                 label_names: Sequence[str] | None = None, keep_columns: Sequence[str] = ()) -> list[Record]:
     """Read every example of a source file, in file order (see :func:`iter_records` for the arguments).
 
     Returns:
@@ -65,12 +67,13 @@ def read_records(path: str | pathlib.Path, fmt: str, *, text_column: str = "text
         DataError: see :func:`iter_records`.
     """
     return list(iter_records(path, fmt, text_column=text_column, label_column=label_column, id_column=id_column,
-                             encoding=encoding, label_names=label_names))
+                             encoding=encoding, label_names=label_names, keep_columns=keep_columns))
 
 
 def iter_records(path: str | pathlib.Path, fmt: str, *, text_column: str = "text",
                  label_column: str | None = "label", id_column: str | None = None, encoding: str | None = None,
-                 label_names: Sequence[str] | None = None, batch_rows: int = 8192) -> Iterator[Record]:
+                 label_names: Sequence[str] | None = None, keep_columns: Sequence[str] = (),
+                 batch_rows: int = 8192) -> Iterator[Record]:
     """Stream the examples of a source file, in file order, checking each as it is read.
 
     Args:
@@ -82,6 +85,7 @@ def iter_records(path: str | pathlib.Path, fmt: str, *, text_column: str = "text
         encoding: text encoding; default latin-1 for ``phrasebank``, utf-8 otherwise.
         label_names: the allowed labels; a label outside them is an error. ``phrasebank`` defaults to
             negative/neutral/positive.
+        keep_columns: more columns / keys whose values are kept in ``Record.kept`` (csv, jsonl, parquet).
         batch_rows: rows per Parquet read (Parquet is read a batch of a row group at a time).
 
     Yields:
@@ -101,12 +105,17 @@ def iter_records(path: str | pathlib.Path, fmt: str, *, text_column: str = "text
         label_names = PHRASEBANK_LABELS
     if fmt == "text":
         label_column = None
+    keep = tuple(keep_columns)
+    if keep and fmt not in ("csv", "jsonl", "parquet"):
+        raise DataError(f"{path}: a {fmt} file has no columns to keep (keep_columns={list(keep)}); keep_columns "
+                        "needs csv, jsonl or parquet input")
     if fmt == "parquet":
-        records = _read_parquet(path, text_column, label_column, id_column, batch_rows)
+        records = _read_parquet(path, text_column, label_column, id_column, batch_rows, keep)
     else:
         lines = _lines(path, encoding or _DEFAULT_ENCODING[fmt])
         reader = {"phrasebank": _read_phrasebank, "csv": _read_csv, "jsonl": _read_jsonl, "text": _read_text}[fmt]
-        records = reader(path, lines, text_column=text_column, label_column=label_column, id_column=id_column)
+        records = reader(path, lines, text_column=text_column, label_column=label_column, id_column=id_column,
+                         keep=keep)
     allowed = set(label_names) if label_names is not None else None
     empty = True
     for r in records:
@@ -172,7 +181,8 @@ def _check_text(path: pathlib.Path, line: int, text: Any, what: str) -> str:
     return text
 
 
-def _label(value: Any) -> str | None:
+def label_text(value: Any) -> str | None:
+    """A label value as text: ``1.0`` (a float column) reads as ``1``, surrounding whitespace dropped."""
     if value is None:
         return None
     if isinstance(value, float) and value.is_integer():
@@ -193,7 +203,7 @@ def _read_text(path, lines, **_) -> Iterator[Record]:
         yield Record(_check_text(path, number, line, "line"), None, number)
 
 
-def _read_csv(path, lines, *, text_column, label_column, id_column) -> Iterator[Record]:
+def _read_csv(path, lines, *, text_column, label_column, id_column, keep) -> Iterator[Record]:
     # strict: a quote that never closes is an error at the end of the file instead of one row swallowing the rest
     reader = csv.reader((line for _, line in lines), strict=True)
     start = 1  # line where the record being read begins
@@ -202,14 +212,14 @@ def _read_csv(path, lines, *, text_column, label_column, id_column) -> Iterator[
         if len(set(header)) != len(header):
             dupes = sorted({h for h in header if header.count(h) > 1})
             raise DataError(f"{path}:1: duplicate column name(s) {', '.join(map(repr, dupes))} in the header")
-        _check_columns(path, header, text_column, label_column, id_column, where="header")
+        _check_columns(path, header, text_column, label_column, id_column, where="header", keep=keep)
         start = reader.line_num + 1
         for fields in reader:
             number = reader.line_num
             if fields:  # blank lines carry no row (as csv.DictReader reads them)
                 if len(fields) != len(header):
                     raise DataError(f"{path}:{number}: {len(fields)} fields, header has {len(header)}")
-                yield _record(path, number, dict(zip(header, fields)), text_column, label_column, id_column)
+                yield _record(path, number, dict(zip(header, fields)), text_column, label_column, id_column, keep)
             start = number + 1
     except csv.Error as e:
         if "unexpected end of data" in str(e):
@@ -218,7 +228,7 @@ def _read_csv(path, lines, *, text_column, label_column, id_column) -> Iterator[
         raise DataError(f"{path}:{reader.line_num}: malformed CSV: {e}") from None
 
 
-def _read_jsonl(path, lines, *, text_column, label_column, id_column) -> Iterator[Record]:
+def _read_jsonl(path, lines, *, text_column, label_column, id_column, keep) -> Iterator[Record]:
     for number, line in _stripped(lines):
         if not line.strip():
             raise DataError(f"{path}:{number}: empty line (expected a JSON object)")
@@ -228,19 +238,19 @@ def _read_jsonl(path, lines, *, text_column, label_column, id_column) -> Iterato
             raise DataError(f"{path}:{number}: malformed JSON: {e.msg} at column {e.colno}") from None
         if not isinstance(row, dict):
             raise DataError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}")
-        _check_columns(path, row.keys(), text_column, label_column, id_column, where=f"line {number}")
-        yield _record(path, number, row, text_column, label_column, id_column)
+        _check_columns(path, row.keys(), text_column, label_column, id_column, where=f"line {number}", keep=keep)
+        yield _record(path, number, row, text_column, label_column, id_column, keep)
 
 
-def _read_parquet(path, text_column, label_column, id_column, batch_rows) -> Iterator[Record]:
+def _read_parquet(path, text_column, label_column, id_column, batch_rows, keep) -> Iterator[Record]:
     import pyarrow.parquet as pq
 
     try:
         parquet = pq.ParquetFile(path)
     except Exception as e:  # pyarrow raises several types (ArrowInvalid, OSError) for unreadable files
         raise DataError(f"{path}: not a readable parquet file: {e}") from None
-    _check_columns(path, parquet.schema_arrow.names, text_column, label_column, id_column, where="schema")
-    names = [n for n in dict.fromkeys((text_column, label_column, id_column)) if n]
+    _check_columns(path, parquet.schema_arrow.names, text_column, label_column, id_column, where="schema", keep=keep)
+    names = [n for n in dict.fromkeys((text_column, label_column, id_column, *keep)) if n]
     number = 0
     for batch in parquet.iter_batches(batch_size=batch_rows, columns=names):
         columns = {name: batch.column(name).to_pylist() for name in names}
@@ -249,20 +259,21 @@ def _read_parquet(path, text_column, label_column, id_column, batch_rows) -> Ite
             row = {name: values[i] for name, values in columns.items()}
             if isinstance(row[text_column], str) and "\x00" in row[text_column]:
                 raise DataError(f"{path}: row {number}: NUL character in column {text_column!r}")
-            yield _record(path, number, row, text_column, label_column, id_column)
+            yield _record(path, number, row, text_column, label_column, id_column, keep)
 
 
-def _check_columns(path, present, text_column, label_column, id_column, where: str) -> None:
+def _check_columns(path, present, text_column, label_column, id_column, where: str, keep=()) -> None:
     present = list(present)
-    for role, name in (("text_column", text_column), ("label_column", label_column), ("id_column", id_column)):
+    roles = [("text_column", text_column), ("label_column", label_column), ("id_column", id_column)]
+    for role, name in roles + [("keep_columns", k) for k in keep]:
         if name is not None and name not in present:
             raise DataError(f"{path}: {where} has no column {name!r} ({role}); columns: {', '.join(map(str, present))}")
 
 
-def _record(path, number, row, text_column, label_column, id_column) -> Record:
+def _record(path, number, row, text_column, label_column, id_column, keep=()) -> Record:
     text = _check_text(path, number, row[text_column], f"text in column {text_column!r}")
-    label = _label(row[label_column]) if label_column else None
+    label = label_text(row[label_column]) if label_column else None
     if label_column and not label:
         raise DataError(f"{path}:{number}: empty label in column {label_column!r}")
     source_id = None if id_column is None or row[id_column] is None else str(row[id_column])
-    return Record(text, label, number, source_id)
+    return Record(text, label, number, source_id, tuple(row[k] for k in keep))

@@ -48,8 +48,8 @@ def _texts(files_or_texts: Iterable[str | os.PathLike]) -> Iterator[str]:
 
 
 def train_bpe_tokenizer(files_or_texts: Sequence[str | os.PathLike], vocab_size: int,
-                        out_dir: str | os.PathLike, min_frequency: int = 2, model_max_length: int = 512
-                        ) -> pathlib.Path:
+                        out_dir: str | os.PathLike, min_frequency: int = 2, model_max_length: int = 512,
+                        progress: bool = False) -> pathlib.Path:
     """Train a byte-level BPE tokenizer with RoBERTa's special tokens and save it atomically.
 
     Args:
@@ -59,6 +59,7 @@ def train_bpe_tokenizer(files_or_texts: Sequence[str | os.PathLike], vocab_size:
         out_dir: folder to write (replaced if it exists).
         min_frequency: a merge must occur at least this often.
         model_max_length: recorded in the tokenizer config.
+        progress: the trainer's own progress bar, on a terminal (``tfsent.runtime.progress.bar_enabled``).
 
     Returns:
         ``out_dir``, loadable by ``RobertaTokenizerFast.from_pretrained``.
@@ -68,6 +69,8 @@ def train_bpe_tokenizer(files_or_texts: Sequence[str | os.PathLike], vocab_size:
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import RobertaTokenizerFast
+
+    from tfsent.runtime.progress import bar_enabled, native_bar
 
     if vocab_size < 256 + len(SPECIAL_TOKENS):
         raise ValueError(f"vocab_size={vocab_size} is too small: byte-level BPE needs at least "
@@ -79,10 +82,12 @@ def train_bpe_tokenizer(files_or_texts: Sequence[str | os.PathLike], vocab_size:
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency, show_progress=False,
+    show = bar_enabled(progress)
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency, show_progress=show,
                                   special_tokens=list(SPECIAL_TOKENS),
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tokenizer.train_from_iterator(texts, trainer=trainer, length=len(texts))
+    with native_bar(show):
+        tokenizer.train_from_iterator(texts, trainer=trainer, length=len(texts))
     tokenizer.post_processor = processors.RobertaProcessing(
         sep=("</s>", tokenizer.token_to_id("</s>")), cls=("<s>", tokenizer.token_to_id("<s>")),
         trim_offsets=True, add_prefix_space=False)

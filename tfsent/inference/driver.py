@@ -32,7 +32,8 @@ import tensorflow as tf
 
 import tfsent
 from tfsent.data.errors import DataError
-from tfsent.inference import inputs, outputs, sharded
+from tfsent.config import ConfigError
+from tfsent.inference import evaluation, inputs, outputs, sharded
 from tfsent.inference.engine import bucket_lengths, predict_bucketed
 from tfsent.inference.merge import merge
 from tfsent.inference.options import PredictOptions, result_settings
@@ -115,8 +116,10 @@ def predict(ckpt_path: str | os.PathLike, input: str | os.PathLike, output: str 
     A classifier checkpoint gives labels and probabilities; a masked-LM checkpoint is evaluated (held-out loss,
     masked accuracy, perplexity): see :mod:`tfsent.inference.classifier` and :mod:`tfsent.inference.masked_lm` for
     their columns. Rows: ``row`` (0-based input position), ``id`` (with ``id_column``) or ``example_id`` (TFRecord
-    input), then the predictor's columns. Documents: the document table goes to ``output`` and the chunk table to
-    ``<output stem>.chunks<suffix>``.
+    input), ``text`` (unless ``keep_text`` is false), the ``keep_columns``, ``true_label`` (with ``label_column``),
+    then the predictor's columns. Documents: the document table goes to ``output`` and the chunk table to
+    ``<output stem>.chunks<suffix>``, both with ``doc_id`` and the file name (``document``). With ``label_column``
+    the metrics of the labelled file are written beside ``output`` (``tfsent.inference.evaluation``).
 
     Args:
         ckpt_path: a folder written by a model's ``save_pretrained``.
@@ -128,11 +131,14 @@ def predict(ckpt_path: str | os.PathLike, input: str | os.PathLike, output: str 
     Returns:
         Summary: ``rows``, ``seconds``, ``rows_per_second``, ``output``, ``parts``, ``parts_skipped``,
         ``buckets``, ``replicas`` and the predictor's own fields (``label_counts``; or ``masked_tokens``, ``loss``,
-        ``masked_accuracy``, ``perplexity``, ``summary_output``), plus ``documents``, ``chunks``,
+        ``masked_accuracy``, ``perplexity``, ``summary_output``; ``evaluation`` with ``label_column``), plus
+        ``documents``, ``chunks``,
         ``chunks_output`` for documents and ``shard``, ``shards``, ``lo``, ``hi`` for a shard.
 
     Raises:
-        CheckpointError: unreadable checkpoint. DataError: bad input (file and line named).
+        CheckpointError: unreadable checkpoint. DataError: bad input (file and line named), a missing kept or
+        label column, an unknown label. ConfigError: a label_map onto labels the model lacks, a label_column for
+        a masked LM.
         OutputError: bad output path or format, parts or shards that do not join. LockedError: another run
         writes the same output. ValueError: bad batch size, buckets or options.
     """
@@ -147,10 +153,9 @@ def predict(ckpt_path: str | os.PathLike, input: str | os.PathLike, output: str 
     check_global_batch(options.global_batch_size, strategy, "global_batch_size")
     kind = kind_of(ckpt_path)
     fp = fingerprint(ckpt_path, input, fmt, kind, options, strategy.num_replicas_in_sync)
+    source = _open_source(ckpt_path, input, fmt, kind, options)
     if options.merge:
-        return _merge_shards(input, output, out_fmt, fmt, kind, options, fp, start)
-    source = inputs.open_source(input, fmt, text_column=options.text_column, id_column=options.id_column,
-                                encoding=options.encoding, split=options.split)
+        return _merge_shards(source, output, out_fmt, fmt, kind, options, fp, start)
     if options.precision != "float32":
         from tfsent.runtime.precision import set_policy
         set_policy(options.precision, strategy)
@@ -194,6 +199,22 @@ def predict(ckpt_path: str | os.PathLike, input: str | os.PathLike, output: str 
     if kind == "masked_lm":
         summary.update(seed=options.mask_seed, checkpoint=str(ckpt_path))
     return _finish(summary, start, kind, output)
+
+
+def _open_source(ckpt_path: pathlib.Path, input: pathlib.Path, fmt: str, kind: str, options: PredictOptions):
+    """The input, its columns (and a Parquet file's labels) checked before any model loads."""
+    labels = None
+    if options.label_map is not None and options.label_column is None:
+        raise ConfigError("label_map is set but label_column is not; name the column holding the labels "
+                          "(label_column=...)")
+    if options.label_column is not None:
+        if kind != "classifier":
+            raise ConfigError(f"label_column={options.label_column}: {ckpt_path} is a {kind} checkpoint; "
+                              "labelled files are scored by classifiers only")
+        labels = evaluation.gold_labels(options.label_map, evaluation.checkpoint_labels(ckpt_path))
+    return inputs.open_source(input, fmt, text_column=options.text_column, id_column=options.id_column,
+                              encoding=options.encoding, split=options.split, keep_columns=options.keep_columns,
+                              label_column=options.label_column, labels=labels)
 
 
 def _slice(total: int, shard: _Shard, fmt: str, part_size: int) -> tuple[int, int]:
@@ -255,12 +276,10 @@ def _run_parts(predictor: Predictor, strategy, source, store: PartStore, lengths
     return {"parts": parts, "skipped": skipped, "rows": rows, "end": end}
 
 
-def _merge_shards(input: pathlib.Path, output: pathlib.Path, out_fmt: str, fmt: str, kind: str,
-                  options: PredictOptions, fp: str, start: float) -> dict:
+def _merge_shards(source, output: pathlib.Path, out_fmt: str, fmt: str, kind: str, options: PredictOptions,
+                  fp: str, start: float) -> dict:
     if options.num_shards < 2:
         raise ValueError("merge=true joins the shards of a sharded run: set num_shards to their count")
-    source = inputs.open_source(input, fmt, text_column=options.text_column, id_column=options.id_column,
-                                encoding=options.encoding, split=options.split)
     stores = sharded.check_shards(output, options.num_shards, fp)
     summary = merge(stores, source, output, out_fmt, kind, fmt, options)
     for f, _ in stores:

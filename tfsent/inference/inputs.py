@@ -18,10 +18,12 @@ the input under a finished part changed without hashing the file up front.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 import logging
 import pathlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -30,6 +32,7 @@ from tfsent.data.errors import DataError
 from tfsent.data.features import parse_fn
 from tfsent.data.manifest import load_manifest
 from tfsent.data.sources import SUFFIX_FORMATS, Record, iter_records
+from tfsent.inference.evaluation import scan_parquet_labels, unknown_label
 
 log = logging.getLogger(__name__)
 
@@ -57,22 +60,52 @@ def infer_format(path: str | pathlib.Path, fmt: str | None) -> str:
 
 
 class TextSource:
-    """Rows of a csv/jsonl/parquet/text file: units are ``tfsent.data.sources.Record``."""
+    """Rows of a csv/jsonl/parquet/text file: units are ``tfsent.data.sources.Record``.
+
+    Args:
+        path, fmt: the file and its format.
+        text_column, id_column, encoding: how to read it (see ``tfsent.data.sources.iter_records``).
+        keep_columns: more columns whose values each record carries (``Record.kept``).
+        label_column: the column of a labelled file's labels; None for none.
+        labels: file label value -> model label name (``tfsent.inference.evaluation.gold_labels``); each record's
+            ``label`` is the model's name, and a value with no mapping is an error naming its row.
+
+    Raises:
+        DataError: a missing file, or a column that is absent (found now, from the header, the schema or the first
+            object, before a model loads); a Parquet file's unknown label (its label column is scanned now).
+    """
 
     kind = "rows"
 
     def __init__(self, path: str | pathlib.Path, fmt: str, *, text_column: str = "text",
-                 id_column: str | None = None, encoding: str | None = None):
+                 id_column: str | None = None, encoding: str | None = None, keep_columns: Sequence[str] = (),
+                 label_column: str | None = None, labels: Mapping[str, str] | None = None):
         self.path, self.fmt = pathlib.Path(path), fmt
         self.text_column, self.id_column, self.encoding = text_column, id_column, encoding
+        self.keep_columns, self.label_column, self.labels = tuple(keep_columns), label_column, labels
         self.files = [self.path]
         if not self.path.is_file():
             raise DataError(f"{self.path}: source file not found")
+        if label_column is not None and fmt not in ("csv", "jsonl", "parquet"):
+            raise DataError(f"{self.path}: a {fmt} file has no label column (label_column={label_column}); "
+                            "evaluating labels needs csv, jsonl or parquet input")
+        first = self.units()
+        try:
+            next(first, None)
+        finally:
+            first.close()
+        if fmt == "parquet" and label_column is not None:
+            scan_parquet_labels(self.path, label_column, labels)
 
     def units(self) -> Iterator[Record]:
         """The rows, in file order; the first bad one raises ``DataError`` (file and line)."""
-        return iter_records(self.path, self.fmt, text_column=self.text_column, label_column=None,
-                            id_column=self.id_column, encoding=self.encoding)
+        for r in iter_records(self.path, self.fmt, text_column=self.text_column, label_column=self.label_column,
+                              id_column=self.id_column, encoding=self.encoding, keep_columns=self.keep_columns):
+            if self.label_column is not None:
+                if r.label not in self.labels:
+                    raise unknown_label(self.path, r.line, r.label, self.label_column, self.labels)
+                r = dataclasses.replace(r, label=self.labels[r.label])
+            yield r
 
     def count(self) -> int:
         """How many rows (Parquet: from its metadata; otherwise one read of the file, no tokenizing)."""
@@ -84,9 +117,11 @@ class TextSource:
 
     @staticmethod
     def digest(units: Sequence[Record]) -> str:
+        # Labels and kept values are stored in the part too: a part is reused only if they are unchanged.
         h = hashlib.sha256()
         for r in units:
-            h.update(r.text.encode("utf-8", "surrogatepass") + b"\0" + (r.source_id or "").encode() + b"\n")
+            h.update(r.text.encode("utf-8", "surrogatepass") + b"\0" + (r.source_id or "").encode() + b"\0"
+                     + (r.label or "").encode() + b"\0" + json.dumps(r.kept, default=str).encode() + b"\n")
         return h.hexdigest()
 
 
@@ -184,17 +219,24 @@ class RecordSource:
 
 
 def open_source(path: str | pathlib.Path, fmt: str, *, text_column: str = "text", id_column: str | None = None,
-                encoding: str | None = None, split: str = "test", max_length: int | None = None):
+                encoding: str | None = None, split: str = "test", max_length: int | None = None,
+                keep_columns: Sequence[str] = (), label_column: str | None = None,
+                labels: Mapping[str, str] | None = None):
     """The source for an input of format ``fmt`` (already inferred: see :func:`infer_format`).
 
     Raises:
-        DataError: a missing input, a prepared folder without a valid manifest, or a folder without documents.
+        DataError: a missing input, a prepared folder without a valid manifest, or a folder without documents;
+            ``keep_columns`` or ``label_column`` for an input without columns (documents, tfrecord).
     """
+    if fmt in ("documents", "tfrecord") and (keep_columns or label_column):
+        key = "keep_columns" if keep_columns else "label_column"
+        raise DataError(f"{path}: {key} needs csv, jsonl or parquet input, not {fmt}")
     if fmt == "documents":
         return DocumentSource(path, encoding)
     if fmt == "tfrecord":
         return RecordSource(path, split, max_length)
-    return TextSource(path, fmt, text_column=text_column, id_column=id_column, encoding=encoding)
+    return TextSource(path, fmt, text_column=text_column, id_column=id_column, encoding=encoding,
+                      keep_columns=keep_columns, label_column=label_column, labels=labels)
 
 
 def read_tfrecord(folder: str | pathlib.Path, split: str, max_length: int | None = None

@@ -2,7 +2,9 @@
 
 Every part records the units it covers; the merge checks that they run 0..N-1 exactly once, in order, and that
 each part's rows are its units, then appends them to the output file (written atomically) while the predictor's
-summary sums them. Documents give two tables: the chunks, and per document the aggregate of its chunks.
+summary sums them. Documents give two tables: the chunks, and per document the aggregate of its chunks, both naming
+each document's file. A labelled input's confusion matrix is summed over the same parts and written beside the
+output (``tfsent.inference.evaluation``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import pandas as pd
 
 from tfsent.inference import documents as docs_lib
 from tfsent.inference import outputs
+from tfsent.inference.evaluation import Confusion, write_evaluation
 from tfsent.inference.options import PredictOptions
 from tfsent.inference.outputs import OutputError
 from tfsent.inference.parts import PartInfo, iter_parts
@@ -35,14 +38,17 @@ def merge(stores: list[tuple[pathlib.Path, dict]], source, output: pathlib.Path,
         options: ``documents.weight`` for the document table.
 
     Returns:
-        The summary's fields, ``rows`` (and ``documents``, ``chunks``, ``chunks_output``).
+        The summary's fields, ``rows`` (and ``documents``, ``chunks``, ``chunks_output``; ``evaluation``, the
+        metrics written beside the output, with ``options.label_column``).
 
     Raises:
         OutputError: a part missing or damaged, overlapping or leaving a gap, or rows that are not its units.
     """
     summary = summary_for(kind)
+    confusion = Confusion() if options.label_column is not None else None
     documents = fmt == "documents"
     doc_ids = [f.stem for f in source.files] if documents else None
+    file_names = {f.stem: f.name for f in source.files} if documents else None
     chunks_out = output.with_name(f"{output.stem}.chunks{output.suffix}")
     rows = at = 0
     with outputs.table_writer(output, out_fmt) as main, \
@@ -56,24 +62,38 @@ def merge(stores: list[tuple[pathlib.Path, dict]], source, output: pathlib.Path,
                 at = info.hi
                 check_part(path, info, frame, documents, doc_ids)
                 summary.add(frame)
+                if confusion is not None:
+                    confusion.add(frame)
                 rows += len(frame)
                 if documents:
-                    chunk_writer.write(frame)
+                    chunk_writer.write(_with_document(frame, file_names))
                     names = [c[len("prob_"):] for c in frame.columns if c.startswith("prob_")]
                     table = docs_lib.aggregate_documents(
                         doc_ids[info.lo:info.hi], frame["doc_id"].tolist(), frame["n_tokens"].to_numpy(),
                         frame["label_id"].to_numpy(), frame[[f"prob_{n}" for n in names]].to_numpy(), names,
                         options.documents.weight)
-                    main.write(pd.DataFrame(table))
+                    main.write(_with_document(pd.DataFrame(table), file_names))
                 else:
                     main.write(frame)
         if documents and at != len(doc_ids):
             raise OutputError(f"parts cover {at} of {len(doc_ids)} documents")
         result = summary.result()  # may refuse (a masked LM with nothing masked): no output is written then
+        if confusion is not None:
+            result["evaluation"] = write_evaluation(output, confusion, label_column=options.label_column,
+                                                    label_map=options.label_map)
     result["rows"] = rows
     if documents:
         result.update(documents=len(doc_ids), chunks=rows, chunks_output=str(chunks_out))
     return result
+
+
+def _with_document(frame: pd.DataFrame, file_names: dict[str, str]) -> pd.DataFrame:
+    # doc_id is the file's stem; the name with its suffix finds the file again.
+    if "document" in frame.columns:
+        return frame
+    frame = frame.copy()
+    frame.insert(frame.columns.get_loc("doc_id") + 1, "document", frame["doc_id"].map(file_names))
+    return frame
 
 
 def check_part(path: pathlib.Path, info: PartInfo, frame: pd.DataFrame, documents: bool, doc_ids) -> None:

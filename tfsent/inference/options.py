@@ -11,10 +11,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
+from tfsent.config import ConfigError
 from tfsent.data.masking import EVAL_MASK_SEED
 from tfsent.inference.documents import ChunkOptions
 from tfsent.inference.engine import DEFAULT_BUCKETS
 
+# Columns the driver and the predictors write: a kept input column may not take one of these names.
+OUTPUT_COLUMNS = ("row", "id", "example_id", "text", "true_label", "document", "n_tokens", "label", "label_id",
+                  "truncated", "num_masked", "num_correct", "loss", "masked", "predicted")
 
 
 def _result(default, **kwargs):
@@ -42,6 +46,11 @@ class PredictOptions:
     precision: str = _result("float32")
     jit_compile: bool | None = _result(None)
     mask_seed: int = _result(EVAL_MASK_SEED)
+    # The kept columns and the gold labels are stored in every part, so they must match for a part to be reused.
+    keep_columns: tuple[str, ...] = _result(())
+    keep_text: bool = _result(True)
+    label_column: str | None = _result(None)
+    label_map: dict | None = _result(None)
     output_format: str | None = _neutral(None, "the final file's format; parts are always Parquet")
     strategy: str = _neutral("auto", "its replica count is fingerprinted; the name alone changes nothing")
     steps_per_execution: int | None = _neutral(None, "host calls per step group; the same steps run")
@@ -54,6 +63,21 @@ class PredictOptions:
 
     def __post_init__(self):
         object.__setattr__(self, "buckets", tuple(int(b) for b in self.buckets))
+        object.__setattr__(self, "keep_columns", tuple(str(c) for c in self.keep_columns))
+        if self.label_map is not None:
+            # Hydra reads `{0: negative}` with int keys; a file's label values are compared as text.
+            object.__setattr__(self, "label_map", {str(k): str(v) for k, v in dict(self.label_map).items()})
+        taken = set(OUTPUT_COLUMNS) - {"text"}
+        if self.keep_text and self.text_column != "text":
+            taken.add("text")  # kept `text` would be another column than the text the output keeps
+        clash = [c for c in self.keep_columns if c in taken or c.startswith("prob_")]
+        if clash:
+            raise ConfigError(f"keep_columns={list(self.keep_columns)}: {clash[0]!r} is a column the output "
+                              "already has; rename it in the input (the text itself is kept as `text` unless "
+                              "keep_text=false)")
+        if len(set(self.keep_columns)) != len(self.keep_columns):
+            raise ConfigError(f"keep_columns={list(self.keep_columns)} names a column twice")
+
         if isinstance(self.documents, Mapping):
             object.__setattr__(self, "documents", ChunkOptions(**self.documents))
         if self.part_size < 1:

@@ -20,6 +20,7 @@ import numpy as np
 
 from tfsent.data.errors import DataError
 from tfsent.inference import documents as docs_lib
+from tfsent.inference.evaluation import GOLD_COLUMN
 from tfsent.inference.options import PredictOptions
 from tfsent.inference.parts import PartInfo, PartStore
 from tfsent.inference.predictor import Predictor
@@ -37,7 +38,7 @@ class PartJob:
     hi: int
     sha256: str
     tokens: TokenRows
-    columns: dict  # the source's own columns (row, id, example_id, document spans)
+    columns: dict  # the source's own columns (row, id, kept text and columns, true labels, document spans)
 
 
 def _take(stream: Iterator, n: int) -> list:
@@ -88,6 +89,13 @@ def _row_part(predictor: Predictor, kind: str, units: list, max_length: int, opt
         tokens = tokenize_texts(predictor.tokenizer, [r.text for r in units], max_length,
                                 features=predictor.features)
         columns = {"id": [r.source_id for r in units]} if options.id_column else {}
+        if options.keep_text:
+            columns["text"] = [r.text for r in units]
+        for j, name in enumerate(options.keep_columns):
+            if name not in columns:  # `text` kept twice when it is also the text column
+                columns[name] = [r.kept[j] for r in units]
+        if options.label_column is not None:
+            columns[GOLD_COLUMN] = [r.label for r in units]
     return tokens, columns
 
 

@@ -6,22 +6,28 @@ TensorFlow never calls) absl writes everything to stderr, with a ``WARNING: All 
 absl::InitializeLog() ...`` line first. The only lever from Python is the file descriptor itself, so
 :class:`NativeLogFilter` puts a pipe on fd 2 and a thread copies every line through except absl/glog INFO and
 WARNING lines (``I1203 ...`` / ``W1203 ...``); errors (``E``/``F``), Python tracebacks and everything else pass
-unchanged. ``verbose=true``, or ``TF_CPP_MIN_LOG_LEVEL`` set by the user, leaves stderr alone.
+unchanged, as they arrive (a progress bar's redraw needs no newline to show). A native library that draws its own
+bar only on a terminal gets the real fd 2 back for a while (:func:`unfiltered`). ``verbose=true``, or
+``TF_CPP_MIN_LOG_LEVEL`` set by the user, leaves stderr alone.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import re
 import sys
 import threading
+from collections.abc import Iterator
 
 # absl/glog prefix: severity letter, MMDD, time, thread id, file:line]. Only I and W are dropped. Searched, not
 # matched at the start: a progress bar (tqdm) writes without a newline, so a native line can follow it on one line.
 NATIVE_NOISE = re.compile(rb"(?:[IW]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [^ \]]+:\d+\] |"
                           rb"WARNING: All log messages before absl::InitializeLog\(\) is called)")
+# A line or a progress bar's redraw: up to and including '\n' or '\r', or an unfinished last piece.
+_SEGMENTS = re.compile(rb"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+")
 # (logger, text) of banners printed on every run that the user cannot act on: tfsent pins transformers 4.57.6
 # deliberately (v5 has no TensorFlow classes), so its deprecation notice is noise here.
 BANNERS = (("transformers.modeling_tf_utils", "TensorFlow and JAX classes are deprecated"),)
@@ -49,16 +55,53 @@ class NativeLogFilter:
 
     def _copy(self, read_fd: int, out_fd: int) -> None:
         # Must never stop reading while fd 2 is the pipe: a full pipe would block every writer of stderr.
+        # What arrives goes out at once, segment by segment (a segment ends at '\n' or '\r'): a progress bar
+        # redraws with '\r' and no newline, and waiting for a newline would freeze it.
+        pending = b""
         with os.fdopen(read_fd, "rb", buffering=0) as pipe:
-            for line in iter(pipe.readline, b""):
-                try:
-                    noise = self._pattern.search(line)
-                    # What came before the native line (a progress bar's text) still goes out, without the line.
-                    kept = line if noise is None else line[:noise.start()]
-                    if kept:
-                        os.write(out_fd, kept)
-                except OSError:
-                    pass
+            for chunk in iter(lambda: pipe.read(1 << 16), b""):
+                pending = self._forward(pending + chunk, out_fd)
+            if pending:
+                self._forward(pending + b"\n", out_fd)
+
+    def _forward(self, data: bytes, out_fd: int) -> bytes:
+        """Write ``data``'s segments without native lines; return an unfinished native line, held for its end."""
+        out = []
+        for segment in _SEGMENTS.findall(data):
+            noise = self._pattern.search(segment)
+            if noise is not None and not segment.endswith((b"\n", b"\r")):
+                out.append(segment[:noise.start()])
+                self._write(b"".join(out), out_fd)
+                return segment[noise.start():]
+            # What came before a native line (a progress bar's text) still goes out, without the line.
+            out.append(segment if noise is None else segment[:noise.start()])
+        self._write(b"".join(out), out_fd)
+        return b""
+
+    @staticmethod
+    def _write(data: bytes, out_fd: int) -> None:
+        try:
+            if data:
+                os.write(out_fd, data)
+        except OSError:
+            pass
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Give fd 2 back to the real stderr for the block (a native library's own progress bar checks that fd 2
+        is a terminal before it draws), then filter again."""
+        if self._saved is None:
+            yield
+            return
+        sys.stderr.flush()
+        pipe = os.dup(2)
+        os.dup2(self._saved, 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(pipe, 2)
+            os.close(pipe)
 
     def stop(self) -> None:
         """Restore the original stderr and wait for the copy thread to pass on what it still holds."""
@@ -76,6 +119,26 @@ class NativeLogFilter:
 
 
 _ACTIVE: NativeLogFilter | None = None
+
+
+@contextlib.contextmanager
+def unfiltered() -> Iterator[None]:
+    """The real stderr on fd 2 for the block, if the filter runs (see :meth:`NativeLogFilter.paused`)."""
+    if _ACTIVE is None:
+        yield
+    else:
+        with _ACTIVE.paused():
+            yield
+
+
+def stderr_is_terminal() -> bool:
+    """Whether the stderr the user sees is a terminal (fd 2 itself is a pipe while the filter runs)."""
+    if _ACTIVE is not None and _ACTIVE._saved is not None:
+        return os.isatty(_ACTIVE._saved)
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def quiet_start(verbose: bool = False) -> None:

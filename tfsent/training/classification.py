@@ -87,7 +87,8 @@ class ClassificationTask(Task):
 
     def prepare_into(self, directory: pathlib.Path) -> None:
         """Tokenize with the model's tokenizer (``model.tokenizer``, else ``model.source``)."""
-        prepare_classification(self.data, self.tokenizer, directory, tokenizer_name=self.model_group.tokenizer_source)
+        prepare_classification(self.data, self.tokenizer, directory, tokenizer_name=self.model_group.tokenizer_source,
+                               progress=self.spec.trainer.progress != "epoch")
 
     def load_manifest(self, data_dir: pathlib.Path) -> Manifest:
         """The manifest, checked against the model's tokenizer, the configured length and labels, and the shards

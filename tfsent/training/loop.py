@@ -24,6 +24,7 @@ from tfsent.config import ConfigError
 from tfsent.models.card import KNOWN_DATASETS, TrainingData, write_model_card
 from tfsent.runtime import atomic
 from tfsent.runtime.precision import set_policy
+from tfsent.runtime.progress import bar_first, fit_verbose
 from tfsent.runtime.strategy import check_global_batch, make_strategy
 from tfsent.runtime.workers import BACKUP_DIR, worker_info, write_dir
 from tfsent.training.callbacks import resume_point
@@ -167,9 +168,10 @@ def fit(setup: Setup) -> dict[str, Any]:
     log.info("training %s on %d replica(s): %d steps/epoch x %d epochs, %d optimizer updates, policy %s",
              spec.run_name, replicas, setup.steps_per_epoch, trainer.epochs, setup.total_updates, setup.policy)
     started = time.perf_counter()
+    verbose = fit_verbose(trainer.progress)
     history = model.fit(setup.train_data, epochs=trainer.epochs, steps_per_epoch=setup.steps_per_epoch,
                         validation_data=setup.val_data, validation_steps=setup.val_steps,
-                        callbacks=setup.callbacks, verbose=2)
+                        callbacks=bar_first(setup.callbacks, verbose), verbose=verbose)
     seconds = time.perf_counter() - started
 
     metrics: dict[str, Any] = {f"val_{k}" if not k.startswith("val_") else k: float(v[-1])

@@ -73,7 +73,7 @@ class MaskedLMTask(Task):
 
     def prepare_into(self, directory: pathlib.Path) -> None:
         """Train the BPE on the corpus's train split and write the blocks."""
-        prepare_corpus(self.data, directory)
+        prepare_corpus(self.data, directory, progress=self.spec.trainer.progress != "epoch")
 
     def tokenizer_of(self, data_dir: pathlib.Path):
         """The corpus's own tokenizer, loaded once."""

@@ -93,11 +93,20 @@ def format_report(metrics: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _plot(confusion: np.ndarray, labels: list[str], title: str, path: pathlib.Path) -> None:
+def plot_confusion(confusion: np.ndarray, labels: Sequence[str], title: str, path: str | os.PathLike) -> None:
+    """Draw the confusion matrix as an annotated heatmap PNG (counts and row shares), written atomically.
+
+    Args:
+        confusion: ``[C, C]`` counts, rows true label, columns predicted label.
+        labels: the C label names.
+        title: the plot title.
+        path: the PNG to write.
+    """
     # A bare Figure on the Agg canvas: no pyplot global state, no display needed, safe in worker threads.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
+    confusion = np.asarray(confusion, dtype=np.float64)
     n = len(labels)
     support = confusion.sum(axis=1, keepdims=True)
     share = np.divide(confusion, support, out=np.zeros_like(confusion), where=support != 0)
@@ -149,5 +158,5 @@ def confusion_report(confusion: np.ndarray, label_names: Sequence[str], out_dir:
     atomic.write_text(out_dir / f"{prefix}_confusion.json", json.dumps(metrics, indent=2) + "\n")
     atomic.write_text(out_dir / f"{prefix}_report.txt", format_report(metrics))
     title = f"{prefix}: accuracy {metrics['accuracy']:.3f}, macro-F1 {metrics['macro_f1']:.3f}"
-    _plot(np.asarray(confusion, dtype=np.float64), metrics["labels"], title, out_dir / f"{prefix}_confusion.png")
+    plot_confusion(confusion, metrics["labels"], title, out_dir / f"{prefix}_confusion.png")
     return metrics
