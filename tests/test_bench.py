@@ -44,8 +44,11 @@ def test_minilm_shape_from_config():
 def test_padded_rows_matches_bucketing():
     # 3 rows fit 32, 1 fits 64; one batch of 4 at 64 is cheaper than a batch at 32 plus one at 64.
     assert flops.padded_rows([10, 32, 5, 40], (32, 64, 128), 4) == {64: 4}
-    assert flops.padded_rows([10, 32, 5, 6, 40], (32, 64, 128), 4) == {32: 4, 64: 4}
-    assert flops.padded_rows([33] * 5, (32, 64), 4) == {64: 8}
+    # The 64 bucket's single row runs as a 1-row batch (engine.batch_plan), not padded to 4.
+    assert flops.padded_rows([10, 32, 5, 6, 40], (32, 64, 128), 4) == {32: 4, 64: 1}
+    assert flops.padded_rows([10, 32, 5, 6, 40], (32, 64, 128), 4, replicas=2) == {32: 4, 64: 2}
+    assert flops.padded_rows([33] * 5, (32, 64), 4) == {64: 5}
+    assert flops.padded_rows([33] * 7, (32, 64), 4) == {64: 8}
     with pytest.raises(ValueError, match="exceed the top bucket 64"):
         flops.padded_rows([65], (32, 64), 4)
 
