@@ -87,9 +87,14 @@ def test_tables_exact():
 
 def test_parse_args_defaults_and_errors(capsys):
     quick = parse_args(["--quick"])
-    assert (quick.sizes, quick.minilm_rows, quick.bert_rows, quick.pipeline_rows) == ([128, 512], 96, 32, 24)
+    assert (quick.sizes, quick.minilm_jobs, quick.bert_jobs, quick.rounds) == ([128, 512], [16, 48], [16], 2)
     full = parse_args([])
     assert full.sizes == [1000, 10000, 100000]
+    assert (full.minilm_jobs, full.bert_jobs, full.cold_sizes, full.rounds) == ([32, 256, 1024], [32, 256],
+                                                                                 [100, 1000], 5)
+    with pytest.raises(SystemExit):
+        parse_args(["--rounds", "3"])
+    assert "need at least 5 interleaved rounds" in capsys.readouterr().err
     assert parse_args(["--sizes", "10, 20"]).sizes == [10, 20]
     with pytest.raises(SystemExit):
         parse_args(["--sizes", "ten"])

@@ -80,7 +80,7 @@ def test_a_fake_calibration_picks_and_the_cache_answers_next_time(monkeypatch, c
 
     def load(options):
         loads.append((options.precision, options.jit_compile))
-        return driver._load(ckpt, strategy, 1, options)
+        return driver.load_with_options(ckpt, strategy, 1, options)
 
     source = inputs.open_source(texts, "text")
     first = calibration.resolve_execution(strategy, AUTO, model_id="tiny", load=load, source=source)

@@ -152,7 +152,7 @@ def predict(ckpt_path: str | os.PathLike, input: str | os.PathLike, output: str 
         input, fmt, text_column=options.text_column, id_column=options.id_column, encoding=options.encoding,
         split=options.split)
     spe = options.steps_per_execution or (TPU_STEPS_PER_EXECUTION if is_tpu(strategy) else 1)
-    load = functools.partial(_load, ckpt_path, strategy, spe)
+    load = functools.partial(load_with_options, ckpt_path, strategy, spe)
     # The fingerprint holds the path that runs, never "auto": parts of another path are predicted again.
     resolved = resolve_execution(strategy, options, model_id=json.dumps(checkpoint_files(ckpt_path)), load=load,
                                  source=source if shard.count == 1 and not options.merge else None)
@@ -202,7 +202,10 @@ def predict(ckpt_path: str | os.PathLike, input: str | os.PathLike, output: str 
     return _finish(summary, start, kind, output)
 
 
-def _load(ckpt_path: pathlib.Path, strategy, steps_per_execution: int, options: PredictOptions) -> Predictor:
+def load_with_options(ckpt_path: str | os.PathLike, strategy, steps_per_execution: int,
+                      options: PredictOptions) -> Predictor:
+    """The checkpoint's predictor under ``options.precision`` (set as the global policy first) and ``jit_compile``
+    (both concrete, not ``auto``), compiled for ``strategy``."""
     from tfsent.runtime.precision import set_policy
 
     set_policy(options.precision, strategy)  # global: set for every load, float32 included
