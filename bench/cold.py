@@ -30,9 +30,14 @@ class ColdRun:
 
 
 def xla_cache_env(folder: str | os.PathLike) -> dict[str, str]:
-    """Environment that points TensorFlow's persistent XLA compilation cache at ``folder``."""
+    """Environment that points TensorFlow's persistent XLA compilation cache at ``folder``.
+
+    Deterministic cluster names: otherwise each process names its XLA clusters anew, the cache keys differ and
+    a second process finds nothing (measured on TF 2.20: no entry reused without it).
+    """
     flags = os.environ.get("TF_XLA_FLAGS", "")
-    return {"TF_XLA_FLAGS": f"{flags} --tf_xla_persistent_cache_directory={folder}".strip()}
+    return {"TF_XLA_FLAGS": f"{flags} --tf_xla_persistent_cache_directory={folder} "
+                            "--tf_xla_deterministic_cluster_names=true".strip()}
 
 
 def cold_runs(ckpt: pathlib.Path, sentences: Sequence[str], sizes: Sequence[int],
