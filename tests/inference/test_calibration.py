@@ -123,3 +123,16 @@ def test_predict_auto_fingerprints_the_resolved_path_and_logs_it(ckpt, texts, tm
     assert auto["row"].tolist() == list(range(20))
     assert auto["label"].tolist() == ref["label"].tolist()
     np.testing.assert_allclose(auto["prob_neutral"], ref["prob_neutral"], atol=1e-6)
+
+
+def test_calibration_rows_are_whole_batches_of_the_commonest_buckets():
+    from tfsent.inference.engine import assign_buckets
+    from tfsent.inference.tokens import TokenRows
+
+    # Lengths 5 (x3), 20 (x2), 40 (x1) with buckets 16/32/64: the 16 and 32 buckets, 8 rows each.
+    lengths = [5, 20, 5, 40, 20, 5]
+    tokens = TokenRows.from_ragged({"input_ids": [[i + 1] * n for i, n in enumerate(lengths)]})
+    rows = calibration.full_batches(tokens, (16, 32, 64), 8)
+    assert rows.lengths.tolist() == [5] * 8 + [20] * 8
+    assert [int(rows.row("input_ids", i)[0]) for i in range(16)] == [1, 3, 6, 1, 3, 6, 1, 3] + [2, 5] * 4
+    assert np.bincount(assign_buckets(rows.lengths, (16, 32, 64))).tolist() == [8, 8]

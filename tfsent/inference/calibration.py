@@ -22,18 +22,20 @@ from collections.abc import Callable
 import numpy as np
 import tensorflow as tf
 
-from tfsent.inference.engine import bucket_lengths, predict_bucketed
+from tfsent.inference.engine import assign_buckets, bucket_lengths, predict_bucketed
 from tfsent.inference.options import PredictOptions
 from tfsent.inference.predictor import Predictor
 from tfsent.inference.stream import sample
+from tfsent.inference.tokens import TokenRows
 from tfsent.runtime import execution
 from tfsent.runtime.strategy import is_tpu, jit_compile_supported
 
 log = logging.getLogger(__name__)
 
-# Rows of the job timed per path and round: two batches of the default global batch (the shapes a sentence job
-# uses most), few enough that 3 interleaved rounds of 2 paths cost seconds on a MiniLM-L6.
+# Rows of the job read to find its commonest buckets.
 CALIBRATION_ROWS = 128
+# Buckets timed: the job's two commonest, one global batch each (two compiled shapes per candidate path).
+CALIBRATION_BUCKETS = 2
 
 
 @dataclasses.dataclass
@@ -116,11 +118,11 @@ def resolve_execution(strategy: tf.distribute.Strategy, options: PredictOptions,
         if path not in loaded:
             loaded[path] = load(concrete(path))
             if not rows:
-                tokens = sample(loaded[path], source, bucket_lengths(options.buckets, loaded[path].max_length),
-                                options, CALIBRATION_ROWS)
+                buckets = bucket_lengths(options.buckets, loaded[path].max_length)
+                tokens = sample(loaded[path], source, buckets, options, CALIBRATION_ROWS)
                 if tokens is None:
                     raise _NothingToTime
-                rows.append(tokens)
+                rows.append(full_batches(tokens, buckets, options.global_batch_size))
             _run(loaded[path], strategy, rows[0], options)  # compile this path's shapes, untimed
         start = time.perf_counter()
         out = _run(loaded[path], strategy, rows[0], options)
@@ -133,6 +135,20 @@ def resolve_execution(strategy: tf.distribute.Strategy, options: PredictOptions,
         return Resolved(concrete(paths[0]), "rule", loaded.get(paths[0]))
     how = "cache" if record and record.get("cached") else "calibration"
     return Resolved(concrete(path), how, loaded.get(path), record)
+
+
+def full_batches(tokens: TokenRows, buckets, global_batch_size: int, n_buckets: int = CALIBRATION_BUCKETS
+                 ) -> TokenRows:
+    """The calibration rows: the job's most used buckets, each as one whole global batch of its own rows (repeated
+    where fewer). Each path then compiles only shapes the job itself runs (full batches of its commonest lengths),
+    so the chosen path's compilations are reused, instead of the sample's scattered tail batches.
+    """
+    which = assign_buckets(tokens.lengths, buckets)
+    counts = np.bincount(which, minlength=len(buckets))
+    top = [b for b in np.argsort(-counts, kind="stable")[:n_buckets] if counts[b]]
+    picks = [np.resize(np.flatnonzero(which == b), global_batch_size) for b in sorted(top)]
+    idx = np.concatenate(picks)
+    return TokenRows.from_ragged({f: [tokens.row(f, i) for i in idx] for f in tokens.values}, tokens.truncated[idx])
 
 
 class _NothingToTime(Exception):
