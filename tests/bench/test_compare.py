@@ -1,6 +1,7 @@
 """bench/compare.py tables and targets on scripted series, and the persistent torch worker's protocol (no torch
 needed: ``ping`` and errors), run as the bench runs it, in its own process."""
 
+import dataclasses
 import sys
 
 import pytest
@@ -54,3 +55,35 @@ def test_torch_worker_stays_up_across_requests_and_reports_errors():
         assert worker.request(cmd="ping") == {"pong": True}
         pid = worker._proc.pid
     assert worker._proc.returncode == 0 and pid
+
+
+def test_results_page_renders_every_section_from_scripted_results():
+    from bench import cold, run, table
+
+    args = run.parse_args(["--quick"])
+    result = dataclasses.replace(_result(), label="MiniLM-L6")
+    cold_runs = [cold.ColdRun("default config", 100, "first", 20.0, 12.5),
+                 cold.ColdRun("default config", 100, "second", 18.0, None)]
+    scaling = [table.Measurement("s", 10, 1.0, flops=1e9, peak_rss_mb=100.0, rss_before_mb=90.0),
+               table.Measurement("s", 20, 1.5, flops=2e9, peak_rss_mb=110.0, rss_before_mb=95.0)]
+    train = [table.Measurement("hand", 10, 1.0, flops=1e9), table.Measurement("fit", 10, 1.1, flops=1e9),
+             table.Measurement("mlm", 10, 2.0, flops=1e9)]
+    text = run.render(args, "python bench/run.py --quick", {"nproc": "2", "simd": "avx2 fma"},
+                      {"torch": "2.x", "threads": 2, "matmul_fp32": 120e9}, {"fp32": 100e9, "bf16": 50e9},
+                      [result], cold_runs, scaling, train, {"matmul": 3.0}, 60.0)
+    assert "**Smoke run (`--quick`)" in text and "- simd: avx2 fma" in text
+    assert "| tfsent / HF pipeline (MiniLM-L6, 100-row job), x | 3.00 | >= 2 | yes |" in text
+    assert "| default config | 100 | first | 20.00 | 12.50 |" in text
+    assert "| default config | 100 | second | 18.00 |  |" in text
+    # The pipeline's useful FLOPs (20 GFLOP in a 3 s median round) against the 100 GFLOP/s fp32 ceiling.
+    assert "runs its useful FLOPs at 6.7 GFLOP/s, 7% of TF's fp32 matmul rate" in text
+    assert "## 3. Training" in text and "## 4. Scaling with work" in text
+
+
+def test_cold_run_reads_the_driver_summary_line():
+    from bench import cold
+
+    assert cold._predict_seconds("x\npredict: 100 rows in 12.3 s (8.1 rows/s) -> out.csv\n") == 12.3
+    assert cold._predict_seconds("nothing") is None
+    env = cold.xla_cache_env("/tmp/x")["TF_XLA_FLAGS"]
+    assert "--tf_xla_persistent_cache_directory=/tmp/x" in env and "--tf_xla_deterministic_cluster_names=true" in env
