@@ -75,20 +75,23 @@ def training_flops(forward: int) -> int:
     return 3 * forward
 
 
-def padded_rows(lengths: Iterable[int], buckets: Iterable[int], global_batch_size: int) -> dict[int, int]:
+def padded_rows(lengths: Iterable[int], buckets: Iterable[int], global_batch_size: int,
+                replicas: int = 1) -> dict[int, int]:
     """Rows per bucket length as ``tfsent.inference.engine.predict_bucketed`` runs them (its own assignment: smallest
-    bucket that holds a row, partial batches spilled up where cheaper, each bucket padded to whole batches).
+    bucket that holds a row, partial batches spilled up where cheaper, whole batches plus a smaller last batch per
+    bucket, ``engine.batch_plan``), filler rows included.
 
     Raises:
         ValueError: a length above the top bucket.
     """
-    from tfsent.inference.engine import assign_buckets, spill_partial_batches
+    from tfsent.inference.engine import assign_buckets, batch_plan, spill_partial_batches
 
     edges = sorted(int(b) for b in buckets)
     lengths = np.fromiter(lengths, dtype=np.int64)
     which = spill_partial_batches(assign_buckets(lengths, edges), lengths, edges, global_batch_size)
     counts = np.bincount(which, minlength=len(edges))
-    return {b: -(-int(c) // global_batch_size) * global_batch_size for b, c in zip(edges, counts) if c}
+    return {b: sum(size * steps for size, steps in batch_plan(int(c), global_batch_size, replicas))
+            for b, c in zip(edges, counts) if c}
 
 
 def matmul_rate(dtype: str = "float32", size: int = 1024, chain: int = 8, repeats: int = 5) -> float:

@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from bench import flops as flops_lib
 from bench.machine import RssSampler
+from bench.rounds import Mode
 from bench.table import Measurement
 from tfsent.inference.engine import DEFAULT_BUCKETS, bucket_lengths
 from tfsent.inference.tokens import TokenRows
@@ -88,38 +89,76 @@ def _fixed(tokenizer, texts):
     return {k: enc[k].astype(np.int32) for k in ("input_ids", "attention_mask", "token_type_ids")}
 
 
-def eager_loop(clf, tokenizer, texts: Sequence[str], batch_size: int, label: str) -> Measurement:
-    """``for batch in ds: model(batch)``: a tf.data pipeline padded to 128, the model called eagerly."""
+def eager_mode(clf, tokenizer, texts: Sequence[str], batch_size: int, label: str) -> Mode:
+    """``for batch in ds: model(batch)``: a tf.data pipeline padded to 128, the model called eagerly (warmed up)."""
     def run(items):
         ds = tf.data.Dataset.from_tensor_slices(_fixed(tokenizer, items)).batch(batch_size)
-        return np.concatenate([tf.argmax(clf(batch), -1).numpy() for batch in ds])
+        out = np.concatenate([tf.argmax(clf(batch), -1).numpy() for batch in ds])
+        assert len(out) == len(items)
 
     run(texts[:batch_size])
-    start = time.perf_counter()
-    out = run(texts)
-    seconds = time.perf_counter() - start
-    assert len(out) == len(texts)
-    return Measurement(f"eager TF loop ({label})", len(texts), seconds,
-                       f"batch {batch_size}, pad to {FIXED_LENGTH}, model(batch) eagerly",
-                       flops=flops_lib.batch_flops(encoder_shape(clf), {FIXED_LENGTH: len(texts)}))
+    return Mode(f"eager TF loop ({label})", len(texts), lambda: run(texts),
+                f"batch {batch_size}, pad to {FIXED_LENGTH}, model(batch) eagerly")
 
 
-def keras_predict(clf, tokenizer, texts: Sequence[str], batch_size: int, label: str) -> Measurement:
-    """Plain ``model.predict(features)`` of the Hugging Face TF model, everything padded to 128."""
+def keras_predict_mode(clf, tokenizer, texts: Sequence[str], batch_size: int, label: str) -> Mode:
+    """Plain ``model.predict(features)`` of the Hugging Face TF model, everything padded to 128 (warmed up)."""
     hf = clf.hf_model
 
     def run(items):
         out = hf.predict(_fixed(tokenizer, items), batch_size=batch_size, verbose=0)
-        return np.argmax(out["logits"], -1)
+        assert len(np.argmax(out["logits"], -1)) == len(items)
 
     run(texts[:batch_size])
+    return Mode(f"model.predict, pad {FIXED_LENGTH} ({label})", len(texts), lambda: run(texts),
+                f"batch {batch_size}, tf_keras predict (graph, no XLA)")
+
+
+def padded_flops(clf, rows: int) -> int:
+    """FLOPs of ``rows`` rows padded to 128 (the eager loop and plain ``model.predict``)."""
+    return flops_lib.batch_flops(encoder_shape(clf), {FIXED_LENGTH: rows})
+
+
+def _once(mode: Mode, clf) -> Measurement:
     start = time.perf_counter()
-    out = run(texts)
-    seconds = time.perf_counter() - start
-    assert len(out) == len(texts)
-    return Measurement(f"model.predict, pad {FIXED_LENGTH} ({label})", len(texts), seconds,
-                       f"batch {batch_size}, tf_keras predict (graph, no XLA)",
-                       flops=flops_lib.batch_flops(encoder_shape(clf), {FIXED_LENGTH: len(texts)}))
+    mode.run()
+    return Measurement(mode.name, mode.rows, time.perf_counter() - start, mode.note,
+                       flops=padded_flops(clf, mode.rows))
+
+
+def eager_loop(clf, tokenizer, texts: Sequence[str], batch_size: int, label: str) -> Measurement:
+    """One timed run of :func:`eager_mode`."""
+    return _once(eager_mode(clf, tokenizer, texts, batch_size, label), clf)
+
+
+def keras_predict(clf, tokenizer, texts: Sequence[str], batch_size: int, label: str) -> Measurement:
+    """One timed run of :func:`keras_predict_mode`."""
+    return _once(keras_predict_mode(clf, tokenizer, texts, batch_size, label), clf)
+
+
+def path_mode(predictor, strategy, texts: Sequence[str], batch_size: int, label: str, name: str
+              ) -> tuple[Mode, int, int]:
+    """tfsent on one execution path: texts tokenized as the driver does, then ``predict_bucketed`` (warmed up on
+    the same texts, so every shape this job uses is compiled before the clock starts).
+
+    Returns:
+        (the mode, FLOPs it executes (padded buckets, filler rows included), useful FLOPs (real tokens only)).
+    """
+    from tfsent.inference.engine import predict_bucketed
+    from tfsent.inference.tokens import tokenize_texts
+
+    def run():
+        tokens = tokenize_texts(predictor.tokenizer, texts, BUCKETS[-1], features=predictor.features)
+        out = predict_bucketed(predictor.model, strategy, tokens, buckets=BUCKETS, global_batch_size=batch_size,
+                               pad_values=predictor.pad_values)
+        assert len(out["label_id"]) == len(texts)
+
+    run()
+    lengths = token_lengths(predictor.tokenizer, texts)
+    shape = encoder_shape(predictor.model)
+    executed = flops_lib.batch_flops(shape, flops_lib.padded_rows(lengths, BUCKETS, batch_size))
+    return (Mode(f"tfsent {name} ({label})", len(texts), run, f"batch {batch_size}, buckets to {BUCKETS[-1]}"),
+            executed, flops_lib.useful_flops(shape, lengths))
 
 
 def _ragged(tokenizer, texts):
@@ -128,20 +167,12 @@ def _ragged(tokenizer, texts):
 
 
 def _warm_bucketed(clf, strategy, tokenizer, texts, batch_size):
-    """Compile each bucket shape the texts will use: one full global batch per bucket, so that nothing spills.
+    """Compile each shape the texts will use (buckets and their smaller last batches) by predicting them once."""
+    from tfsent.inference.engine import predict_bucketed
 
-    The timed run puts rows where ``predict_bucketed`` does (smallest bucket, partial batches spilled up); a
-    bucket in use always holds a row assigned to it first, and a whole batch of copies of that row stays there.
-    """
-    from tfsent.inference.engine import assign_buckets, predict_bucketed, spill_partial_batches
-
-    lengths = token_lengths(tokenizer, texts)
-    first_fit = assign_buckets(np.asarray(lengths), BUCKETS)
-    used = set(spill_partial_batches(first_fit, np.asarray(lengths), BUCKETS, batch_size).tolist())
-    warm = [texts[int(np.flatnonzero(first_fit == b)[0])] for b in sorted(used) for _ in range(batch_size)]
-    predict_bucketed(clf, strategy, TokenRows.from_ragged(_ragged(tokenizer, warm)), buckets=BUCKETS, global_batch_size=batch_size,
-                     pad_values={"input_ids": tokenizer.pad_token_id})
-    return lengths
+    predict_bucketed(clf, strategy, TokenRows.from_ragged(_ragged(tokenizer, texts)), buckets=BUCKETS,
+                     global_batch_size=batch_size, pad_values={"input_ids": tokenizer.pad_token_id})
+    return token_lengths(tokenizer, texts)
 
 
 def tfsent_predict(clf, strategy, tokenizer, texts: Sequence[str], batch_size: int, label: str,
@@ -169,22 +200,3 @@ def tfsent_predict(clf, strategy, tokenizer, texts: Sequence[str], batch_size: i
     return (Measurement(f"{name} ({label})", len(texts), seconds, note, flops=executed, peak_rss_mb=rss.peak_mb,
                         rss_before_mb=rss.start_mb),
             Measurement(f"{name} ({label}), useful FLOPs", len(texts), seconds, note, flops=useful))
-
-
-def tfsent_predict_cold(clf, tokenizer, texts: Sequence[str], batch_size: int, label: str) -> Measurement:
-    """``tfsent.inference.driver.predict()`` end to end, as ``make predict`` runs it: checkpoint folder and text file in,
-    CSV out; model loading, tokenization, XLA compilation of each bucket and writing included."""
-    from tfsent.inference.driver import predict
-    from tfsent.inference.options import PredictOptions
-
-    with tempfile.TemporaryDirectory(prefix="tfsent-bench-") as tmp:
-        tmp = pathlib.Path(tmp)
-        clf.save_pretrained(tmp / "ckpt", tokenizer=tokenizer)
-        (tmp / "texts.txt").write_text("\n".join(t.replace("\n", " ") for t in texts) + "\n", encoding="utf-8")
-        start = time.perf_counter()
-        summary = predict(tmp / "ckpt", tmp / "texts.txt", tmp / "out.csv",
-                          PredictOptions(strategy="cpu", global_batch_size=batch_size, buckets=BUCKETS, progress=False))
-        seconds = time.perf_counter() - start
-    assert summary["rows"] == len(texts)
-    return Measurement(f"tfsent.predict() cold, file to file ({label})", len(texts), seconds,
-                       "load + compile + tokenize + write CSV")

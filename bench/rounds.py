@@ -74,16 +74,22 @@ class Series:
 
 
 def run_rounds(modes: Sequence[Mode], rounds: int = MIN_ROUNDS,
-               log: Callable[[str], None] | None = None) -> dict[str, Series]:
+               log: Callable[[str], None] | None = None, *, smoke: bool = False) -> dict[str, Series]:
     """Time every mode once per round, interleaved, for ``rounds`` rounds (warm-up is the caller's business).
+
+    Args:
+        modes: the modes, run in this order in every round.
+        rounds: how many rounds.
+        log: called with one line per round (each mode's rows/s).
+        smoke: allow fewer than :data:`MIN_ROUNDS` rounds (a smoke run, whose figures mean nothing).
 
     Returns:
         {mode name: its series}, in the order of ``modes``.
 
     Raises:
-        ValueError: fewer than :data:`MIN_ROUNDS` rounds, or two modes with one name.
+        ValueError: fewer than :data:`MIN_ROUNDS` rounds (unless ``smoke``), or two modes with one name.
     """
-    if rounds < MIN_ROUNDS:
+    if rounds < (1 if smoke else MIN_ROUNDS):
         raise ValueError(f"rounds={rounds}: at least {MIN_ROUNDS} interleaved rounds are needed for a median")
     if len({m.name for m in modes}) != len(modes):
         raise ValueError("every mode needs its own name")

@@ -1,25 +1,26 @@
-"""Benchmarks side by side (issue 6): tfsent against what users do today, and against the machine's limit.
+"""Benchmarks side by side (issues 6 and 18): tfsent against what users do today, and against the machine's limit.
 
 ``make bench`` (= ``.venv/bin/python bench/run.py``) measures in one run, on the same Financial PhraseBank
 sentences and the same models, and writes ``bench/RESULTS.md``:
 
-1. inference: HF ``pipeline`` and batched PyTorch (in ``bench/.venv-torch``, created on demand: torch never enters
-   tfsent's venv), the eager TF loop, plain ``model.predict()`` padded to 128, and tfsent's bucketed predict, for
-   MiniLM-L6 (real weights) and a random BERT-base (FinBERT's cost) on a smaller sample;
-2. the limit: matmul FLOPs of the shapes tfsent ran against this machine's TF matmul rate (fp32, bf16);
+1. inference, in interleaved rounds (``bench/rounds.py``, ``bench/compare.py``): tfsent's chosen execution path
+   (``precision``/``jit_compile: auto``) against the HF ``pipeline`` and batched PyTorch (a persistent worker in
+   ``bench/.venv-torch``, created on demand: torch never enters tfsent's venv), the eager TF loop and plain
+   ``model.predict()`` padded to 128, plus every path tfsent can choose (XLA/graph, fp32/bf16), for MiniLM-L6 (real
+   weights) and a random BERT-base (FinBERT's cost), on 32-, 256- and 1,024-row jobs; the chosen path's fraction
+   of its precision's matmul rate on executed and on useful FLOPs;
+2. cold starts (``bench/cold.py``): ``python -m tfsent.predict`` file to file in fresh processes, first and second
+   run of the same model and buckets, 100 and 1,000 sentences;
 3. training: fit() as tfsent.train builds it vs a hand-written tf.function step, and the RoBERTa-small MLM rate;
 4. scaling: tfsent predict at 1k, 10k and 100k sentences (per-row cost, peak memory).
 
-``--quick`` is a smoke run (small samples, a few minutes); see ``bench/README.md`` for the full run's duration.
+``--quick`` is a smoke run (a few rows, 2 rounds; a couple of minutes); see ``bench/README.md`` for the full run.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import gc
-import json
-import os
 import pathlib
 import subprocess
 import sys
@@ -40,30 +41,39 @@ BATCH = 64
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="small smoke run (samples of a few hundred rows)")
+    p.add_argument("--quick", action="store_true", help="smoke run: a few rows, 2 rounds (figures meaningless)")
+    p.add_argument("--rounds", type=int, default=None, help="interleaved rounds per comparison (default 5)")
     p.add_argument("--sizes", default=None,
                    help="comma-separated row counts for the scaling section (default 1000,10000,100000; "
                         "--quick: 128,512)")
     p.add_argument("--out", default=str(REPO / "bench" / "RESULTS.md"), help="where to write the results")
-    p.add_argument("--minilm-rows", type=int, default=None, help="sentences for the MiniLM-L6 modes")
-    p.add_argument("--bert-rows", type=int, default=None, help="sentences for the BERT-base modes")
-    p.add_argument("--pipeline-rows", type=int, default=None,
-                   help="sentences for the HF pipeline (batch 1, the slowest mode); BERT-base uses half")
+    p.add_argument("--minilm-jobs", default=None, help="MiniLM-L6 job sizes (default 32,256,1024)")
+    p.add_argument("--bert-jobs", default=None, help="BERT-base job sizes (default 32,256)")
+    p.add_argument("--cold-sizes", default=None, help="cold file-to-file sizes (default 100,1000)")
     p.add_argument("--skip-torch", action="store_true", help="leave out the PyTorch baselines")
     p.add_argument("--skip-training", action="store_true", help="leave out the training section")
+    p.add_argument("--skip-cold", action="store_true", help="leave out the cold-start section")
     args = p.parse_args(argv)
     quick = args.quick
-    args.minilm_rows = args.minilm_rows or (96 if quick else 1024)
-    args.bert_rows = args.bert_rows or (32 if quick else 192)
-    args.pipeline_rows = args.pipeline_rows or (24 if quick else 512)
+    args.rounds = args.rounds or (2 if quick else 5)
+    if args.rounds < 5 and not quick:
+        p.error(f"--rounds {args.rounds}: comparisons need at least 5 interleaved rounds (or --quick)")
     args.matmul_size = 512 if quick else 1024
-    sizes = args.sizes or ("128,512" if quick else "1000,10000,100000")
-    try:
-        args.sizes = [int(s) for s in sizes.split(",") if s.strip()]
-    except ValueError:
-        p.error(f"--sizes must be comma-separated integers, got {sizes!r}")
-    if not args.sizes or min(args.sizes) < 1:
-        p.error(f"--sizes needs positive row counts, got {sizes!r}")
+
+    def ints(value, default, name):
+        text = value or default
+        try:
+            out = [int(s) for s in text.split(",") if s.strip()]
+        except ValueError:
+            p.error(f"--{name} must be comma-separated integers, got {text!r}")
+        if not out or min(out) < 1:
+            p.error(f"--{name} needs positive row counts, got {text!r}")
+        return out
+
+    args.sizes = ints(args.sizes, "128,512" if quick else "1000,10000,100000", "sizes")
+    args.minilm_jobs = ints(args.minilm_jobs, "16,48" if quick else "32,256,1024", "minilm-jobs")
+    args.bert_jobs = ints(args.bert_jobs, "16" if quick else "32,256", "bert-jobs")
+    args.cold_sizes = ints(args.cold_sizes, "20" if quick else "100,1000", "cold-sizes")
     return args
 
 
@@ -90,47 +100,6 @@ def ensure_torch_venv(venv: pathlib.Path = TORCH_VENV, requirements: list[str] =
     return python
 
 
-def torch_baselines(python: pathlib.Path, texts, model_dir, random_config, label, pipeline_rows, shape, tokenizer
-                    ) -> tuple[list[table.Measurement], str, float]:
-    """Run ``bench/torch_baselines.py`` in the torch venv.
-
-    Returns:
-        The measurements (with the useful FLOPs of their rows, counted for ``shape``), the torch version and
-        torch's fp32 matmul rate in FLOP/s.
-    """
-    job = {"texts": list(texts), "model_dir": str(model_dir), "random_config": random_config, "label": label,
-           "batch_size": BATCH, "max_length": 128, "pipeline_rows": pipeline_rows, "modes": ["pipeline", "batched"]}
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(job, f)
-    try:
-        # TF_USE_LEGACY_KERAS etc. are harmless there; PYTHONPATH must not leak tfsent's venv into torch's.
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-        env.update(TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-        done = subprocess.run([str(python), str(REPO / "bench" / "torch_baselines.py"), f.name],
-                              capture_output=True, text=True, env=env)
-    finally:
-        os.unlink(f.name)
-    if done.returncode:
-        raise RuntimeError(f"torch baselines failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    from bench import flops, inference
-
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    lengths = inference.token_lengths(tokenizer, texts)
-    # Each mode ran a prefix of the texts; its useful FLOPs (real tokens only) are the work any run must do.
-    ms = [table.Measurement(r["name"], r["rows"], r["seconds"], r["note"],
-                            flops=flops.useful_flops(shape, lengths[: r["rows"]])) for r in result["results"]]
-    return ms, f"torch {result['torch']} ({result['threads']} threads)", float(result["matmul_fp32"])
-
-
-def _flop_rows(ms, fp32_rate):
-    rows = []
-    for m in ms:
-        rate = m.flop_rate()
-        if rate is not None:
-            rows.append([m.name, f"{m.flops / 1e9:.1f}", f"{rate / 1e9:.1f}", f"{rate / fp32_rate:.0%}"])
-    return rows
-
-
 def main(argv=None) -> int:
     args = parse_args(argv)
     t0 = time.perf_counter()
@@ -139,9 +108,10 @@ def main(argv=None) -> int:
     import tfsent  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
     import tensorflow as tf
 
-    from bench import flops, inference, machine, training
-    from tfsent.runtime import atomic
+    from bench import cold, compare, flops, inference, machine, training
+    from bench.torch_client import TorchWorker
     from tfsent.models import load_tokenizer, resolve_source
+    from tfsent.runtime import atomic
     from tfsent.runtime.strategy import make_strategy
 
     tf.get_logger().setLevel("ERROR")
@@ -155,54 +125,50 @@ def main(argv=None) -> int:
         log(f"{name} done in {section_seconds[name]:.0f} s")
     timed.start = time.perf_counter()
 
-    # 2 first: the ceiling, measured before anything else has warmed or fragmented memory.
-    fp32 = flops.matmul_rate("float32", size=args.matmul_size)
-    bf16 = flops.matmul_rate("bfloat16", size=args.matmul_size)
-    log(f"matmul: fp32 {fp32 / 1e9:.1f} GFLOP/s, bf16 {bf16 / 1e9:.1f} GFLOP/s")
+    # The ceiling first, measured before anything else has warmed or fragmented memory.
+    matmul = {"fp32": flops.matmul_rate("float32", size=args.matmul_size),
+              "bf16": flops.matmul_rate("bfloat16", size=args.matmul_size)}
+    log(f"matmul: fp32 {matmul['fp32'] / 1e9:.1f} GFLOP/s, bf16 {matmul['bf16'] / 1e9:.1f} GFLOP/s")
     timed("matmul")
 
     sentences = inference.read_phrasebank(PHRASEBANK)
-    minilm_texts = inference.repeat_to(sentences, args.minilm_rows)
-    bert_texts = inference.repeat_to(sentences, args.bert_rows)
-    model_dir = resolve_source("minilm_l6")
     tokenizer = load_tokenizer("minilm_l6")
     strategy = make_strategy("cpu")
-
-    minilm: list[table.Measurement] = []
-    bert: list[table.Measurement] = []
-    torch_version, torch_fp32 = "not run", None
-    if not args.skip_torch:
-        python = ensure_torch_venv()
-        minilm_shape = flops.EncoderShape.from_config(json.loads((model_dir / "config.json").read_text()),
-                                                      num_labels=len(inference.LABELS))
-        ms, torch_version, torch_fp32 = torch_baselines(python, minilm_texts, model_dir, None, "MiniLM-L6",
-                                                        args.pipeline_rows, minilm_shape, tokenizer)
-        minilm += ms
-        bert_cfg = {k: v for k, v in inference.BERT_BASE.items() if k != "arch"}
-        bert_shape = flops.EncoderShape.from_config(bert_cfg, num_labels=len(inference.LABELS))
-        ms, _, _ = torch_baselines(python, bert_texts, model_dir, bert_cfg, "BERT-base",
-                                   max(8, args.pipeline_rows // 8), bert_shape, tokenizer)
-        bert += ms
-        timed("torch baselines")
-
-    clf = inference.build_model(strategy, "minilm")
-    minilm.append(inference.eager_loop(clf, tokenizer, minilm_texts, BATCH, "MiniLM-L6"))
-    minilm.append(inference.keras_predict(clf, tokenizer, minilm_texts, BATCH, "MiniLM-L6"))
-    tfs_minilm, tfs_minilm_useful = inference.tfsent_predict(clf, strategy, tokenizer, minilm_texts, BATCH,
-                                                             "MiniLM-L6")
-    minilm.append(tfs_minilm)
-    minilm.append(inference.tfsent_predict_cold(clf, tokenizer, minilm_texts, BATCH, "MiniLM-L6"))
-    timed("MiniLM-L6 TF modes")
-    bf16_clf = inference.build_model(strategy, "minilm", precision="mixed_bfloat16")
-    tfs_bf16, _ = inference.tfsent_predict(bf16_clf, strategy, tokenizer, minilm_texts, BATCH, "MiniLM-L6",
-                                           name="tfsent predict mixed_bfloat16")
-    minilm.append(tfs_bf16)
-    del bf16_clf
-    gc.collect()
-    timed("MiniLM-L6 bf16")
-
-    del clf
-    gc.collect()
+    models = {"MiniLM-L6": ("minilm", args.minilm_jobs, sorted(args.minilm_jobs)[len(args.minilm_jobs) // 2],
+                            16 if args.quick else 128, None),
+              "BERT-base": ("bert_base", args.bert_jobs, min(args.bert_jobs), 8 if args.quick else 32,
+                            {k: v for k, v in inference.BERT_BASE.items() if k != "arch"})}
+    results, cold_results, torch_info = [], [], None
+    with tempfile.TemporaryDirectory(prefix="tfsent-bench-") as tmp:
+        ckpts = {}
+        for label, (key, *_rest) in models.items():
+            clf = inference.build_model(strategy, key)
+            ckpts[label] = clf.save_pretrained(pathlib.Path(tmp) / key, tokenizer=tokenizer)
+            del clf
+        gc.collect()
+        worker = None
+        if not args.skip_torch:
+            worker = TorchWorker(ensure_torch_venv())
+            torch_info = worker.request(cmd="info")
+            for label, (key, _, _, _, random_config) in models.items():
+                worker.load(label, resolve_source("minilm_l6"), random_config)
+            timed("torch worker start")
+        try:
+            for label, (key, jobs, main_size, padded, _) in models.items():
+                results.append(compare.compare_model(
+                    label, ckpts[label], strategy, sentences, jobs, main_size, padded, args.rounds, BATCH,
+                    worker=worker, torch_name=label, smoke=args.quick, log=log))
+                gc.collect()
+                timed(f"{label} rounds")
+        finally:
+            if worker is not None:
+                worker.close()
+        if not args.skip_cold:
+            # The second run of "auto + XLA cache" finds both caches: the calibration's choice and the executables.
+            variants = {"default config": ((), False),
+                        "auto + XLA cache": (("precision=auto", "jit_compile=auto"), True)}
+            cold_results = cold.cold_runs(ckpts["MiniLM-L6"], sentences, args.cold_sizes, variants, log=log)
+            timed("cold starts")
 
     tiny = inference.build_model(strategy, "bert_tiny")
     scaling = []
@@ -216,15 +182,6 @@ def main(argv=None) -> int:
     gc.collect()
     timed("scaling")
 
-    bclf = inference.build_model(strategy, "bert_base")
-    bert.append(inference.eager_loop(bclf, tokenizer, bert_texts, BATCH, "BERT-base"))
-    bert.append(inference.keras_predict(bclf, tokenizer, bert_texts, BATCH, "BERT-base"))
-    tfs_bert, tfs_bert_useful = inference.tfsent_predict(bclf, strategy, tokenizer, bert_texts, BATCH, "BERT-base")
-    bert.append(tfs_bert)
-    del bclf
-    gc.collect()
-    timed("BERT-base TF modes")
-
     train_ms = []
     if not args.skip_training:
         prepared = REPO / "bench" / ".cache" / "prepared"
@@ -236,9 +193,8 @@ def main(argv=None) -> int:
         train_ms = [hand, fit, mlm]
         timed("training")
 
-    text = render(args, command, desc, torch_version, torch_fp32, fp32, bf16, minilm, bert, tfs_minilm,
-                  tfs_minilm_useful, tfs_bf16, tfs_bert, tfs_bert_useful, scaling, train_ms, section_seconds,
-                  time.perf_counter() - t0)
+    text = render(args, command, desc, torch_info, matmul, results, cold_results, scaling, train_ms,
+                  section_seconds, time.perf_counter() - t0)
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic.write_text(out, text)
@@ -271,17 +227,34 @@ def _ceilings(fp32, torch_fp32, minilm, bert) -> list[str]:
     return lines
 
 
-def render(args, command, desc, torch_version, torch_fp32, fp32, bf16, minilm, bert, tfs_minilm, tfs_minilm_useful,
-           tfs_bf16, tfs_bert, tfs_bert_useful, scaling, train_ms, section_seconds, total_seconds) -> str:
-    """The RESULTS.md text: machine, command, targets, then one table per section."""
-    targets = []
-    for label, ms, tfs in (("MiniLM-L6", minilm, tfs_minilm), ("BERT-base", bert, tfs_bert)):
-        for prefix, goal in (("HF pipeline", 4.0), ("eager TF loop", 6.0)):
-            ref = _find(ms, prefix)
-            if ref is not None:
-                targets.append(table.Target(f"tfsent predict / {prefix} ({label}), x", table.speedup(tfs, ref), goal))
-    targets.append(table.Target("tfsent predict fp32 (MiniLM-L6), fraction of fp32 matmul rate",
-                                tfs_minilm.flop_rate() / fp32, 0.6))
+def _pipeline_measurements(results) -> dict[str, list[table.Measurement]]:
+    """Per model, the HF pipeline at the main job as a Measurement holding the useful FLOPs of its rows."""
+    out = {}
+    for r in results:
+        ms = []
+        for job in r.jobs:
+            pipe = next((s for n, s in job.series.items() if n.startswith("HF pipeline")), None)
+            if pipe is not None and r.chosen in job.flops and len(job.series) > 3:
+                ms.append(table.Measurement(pipe.name, pipe.rows, pipe.time.median, flops=job.flops[r.chosen][1]))
+        out[r.label] = ms
+    return out
+
+
+def _flop_rows(ms, fp32_rate):
+    rows = []
+    for m in ms:
+        rate = m.flop_rate()
+        if rate is not None:
+            rows.append([m.name, f"{m.flops / 1e9:.1f}", f"{rate / 1e9:.1f}", f"{rate / fp32_rate:.0%}"])
+    return rows
+
+
+def render(args, command, desc, torch_info, matmul, results, cold_results, scaling, train_ms, section_seconds,
+           total_seconds) -> str:
+    """The RESULTS.md text: machine, command, targets, then one section per part of the bench."""
+    from bench import compare
+
+    targets = [t for r in results for t in compare.targets(r)]
     if train_ms:
         hand, fit = train_ms[0], train_ms[1]
         targets.append(table.Target("fit() overhead: hand-written step rate / fit() rate", table.speedup(hand, fit),
@@ -292,65 +265,64 @@ def render(args, command, desc, torch_version, torch_fp32, fp32, bf16, minilm, b
         best = min(scaling[:-1], key=lambda m: m.ms_per_row)
         targets.append(table.Target(f"per-row cost at {scaling[-1].rows} / at {best.rows} rows (flat)",
                                     scaling[-1].ms_per_row / best.ms_per_row, 1.2, higher_is_better=False))
-
+    torch_version = (f"torch {torch_info['torch']} ({torch_info['threads']} threads)" if torch_info else "not run")
+    torch_fp32 = float(torch_info["matmul_fp32"]) if torch_info else None
+    pipes = _pipeline_measurements(results)
     parts = ["# tfsent benchmarks", "",
-             "Generated by `bench/run.py`. Ratios between modes measured in the same run are the result; absolute "
-             "times depend on the machine and on whatever else ran on it.", ""]
+             "Generated by `bench/run.py`. Every comparison ran its modes interleaved, once per round "
+             f"({args.rounds} rounds): a figure is the median with its min-max, a ratio the median of the per-round "
+             "ratios (see `bench/README.md`). Absolute rates move with the machine's load; ratios hold better.", ""]
     if args.quick:
-        parts += ["**Smoke run (`--quick`): the samples are too small for these numbers to mean anything; run "
+        parts += ["**Smoke run (`--quick`): a few rows and 2 rounds; these numbers mean nothing. Run "
                   "`make bench` on an idle machine for the real table.**", ""]
     parts += ["## Machine", ""]
     parts += [f"- {k}: {v}" for k, v in desc.items()]
     parts += [f"- torch baselines: {torch_version} in `bench/.venv-torch`", "",
               "## Command", "", "```", command.strip(), "```", "",
               f"Run time {total_seconds / 60:.1f} min ("
-              + ", ".join(f"{k} {v:.0f} s" for k, v in section_seconds.items()) + ").",
-              f"Samples: MiniLM-L6 {args.minilm_rows} sentences (HF pipeline on the first {args.pipeline_rows}), "
-              f"BERT-base {args.bert_rows} (pipeline on the first {max(8, args.pipeline_rows // 8)}); "
-              "Financial PhraseBank 50Agree, repeated where a size exceeds its 4846 sentences.", "",
-              "## Targets (issue 6)", "", table.targets_table(targets), "",
-              *_ceilings(fp32, torch_fp32, minilm, bert),
-              "## 1. Inference", "",
-              "Timed: texts in, label ids out, tokenization included; model loading and warm-up (tracing, XLA "
-              "compilation of the shapes used) excluded, except in the cold `tfsent.predict()` line. Batch 64 "
-              "everywhere but the pipeline.", "",
-              "### MiniLM-L6 (real weights)", ""]
-    ref = _find(minilm, "HF pipeline") or _find(minilm, "eager TF loop")
-    parts += [table.throughput_table(minilm, ref), ""]
-    parts += ["### BERT-base shape, random weights (FinBERT's cost)", ""]
-    ref = _find(bert, "HF pipeline") or _find(bert, "eager TF loop")
-    parts += [table.throughput_table(bert, ref), ""]
-    parts += ["## 2. Against the machine's limit", "",
-              f"TF matmul rate (best of 5 calls of a tf.function computing 8 independent "
-              f"{args.matmul_size}x{args.matmul_size} products, "
-              "graph runtime or XLA, whichever is faster): fp32 "
-              f"**{fp32 / 1e9:.1f} GFLOP/s**, bf16 **{bf16 / 1e9:.1f} GFLOP/s**. FLOPs count the encoder's matrix "
-              "products for the shapes actually run (see `bench/flops.py`): *executed* = padded buckets with "
-              "filler rows, *useful* = each sentence's real token count.", "",
-              table.markdown(["run", "GFLOP", "GFLOP/s", "of fp32 matmul rate"],
-                             _flop_rows([tfs_minilm, tfs_minilm_useful, tfs_bf16, tfs_bert, tfs_bert_useful]
-                                        + [m for m in minilm + bert if m.name.startswith(("eager", "model.predict"))]
-                                        + [dataclasses.replace(m, name=f"{m.name}, useful FLOPs") for m in minilm + bert
-                                           if m.name.startswith(("HF pipeline", "batched torch"))],
-                                        fp32)), "",
-              f"bf16 predict runs at {tfs_bf16.flop_rate() / bf16:.0%} of the bf16 matmul rate "
-              f"({tfs_bf16.rate / tfs_minilm.rate:.2f}x the fp32 predict's rows/s).", ""]
+              + ", ".join(f"{k} {v:.0f} s" for k, v in section_seconds.items()) + ").", "",
+              "## Targets (issues 6 and 18)", "", table.targets_table(targets), "",
+              *_ceilings(matmul["fp32"], torch_fp32, pipes.get("MiniLM-L6", []), pipes.get("BERT-base", [])),
+              "## 1. Inference, interleaved rounds", "",
+              "Timed: texts in, label ids out, tokenization included; loading and warm-up (tracing, XLA compilation "
+              "of the job's shapes, torch's first call) before the first round. Batch 64 everywhere but the "
+              "pipeline. Financial PhraseBank 50Agree sentences, repeated where a job exceeds its 4,846. The eager "
+              "loop and `model.predict()` pad every row to 128, so their per-row cost does not depend on the job: "
+              "they run on a slice of the main job. bf16 paths on a CPU without native bf16 (no `avx512_bf16`/"
+              "`amx_bf16`) are shown but never chosen.", "",
+              f"TF matmul rate (best of 5 calls of 8 independent {args.matmul_size}x{args.matmul_size} products, "
+              f"graph or XLA, whichever is faster): fp32 **{matmul['fp32'] / 1e9:.1f} GFLOP/s**, bf16 "
+              f"**{matmul['bf16'] / 1e9:.1f} GFLOP/s**. FLOPs (`bench/flops.py`): *executed* = padded buckets "
+              "with filler rows, *useful* = each sentence's real token count.", ""]
+    for r in results:
+        parts += compare.render(r, matmul)
+    if cold_results:
+        parts += ["## 2. Cold starts, file to file", "",
+                  "`python -m tfsent.predict ... strategy=cpu` on MiniLM-L6 in a fresh process; *first* starts with "
+                  "empty caches, *second* runs the same command again (calibration cache of `auto` in "
+                  "`$TFSENT_CACHE_DIR`; TensorFlow's persistent XLA cache where on). Wall time includes start-up, "
+                  "loading, compiling and writing; *predict s* is the driver's own figure (after imports).", "",
+                  table.markdown(["variant", "rows", "run", "wall s", "predict s"],
+                                 [[c.variant, c.rows, c.run, round(c.seconds, 1),
+                                   "" if c.predict_seconds is None else round(c.predict_seconds, 1)]
+                                  for c in cold_results]), ""]
     if train_ms:
         parts += ["## 3. Training", "",
                   "fit() built as `tfsent.train` builds it (`+experiment=finbert_tone strategy=cpu`, its length "
                   "buckets included), timed on its third 8-step epoch; the hand-written step loop runs the same "
-                  "model and optimizer over the same batches. Rows are sequences.", "",
+                  "model and optimizer over the same batches. Rows are sequences. One timing each (not rounds).", "",
                   table.throughput_table(train_ms[:2], train_ms[0]), "",
                   "RoBERTa-small masked LM (`conf/model/roberta_small.yaml` shape), fit() with tfsent's dynamic "
                   "masking and optimizer, random token blocks:", "",
                   table.throughput_table(train_ms[2:], train_ms[2]), "",
-                  table.markdown(["run", "GFLOP", "GFLOP/s", "of fp32 matmul rate"], _flop_rows(train_ms, fp32)), ""]
+                  table.markdown(["run", "GFLOP", "GFLOP/s", "of fp32 matmul rate"],
+                                 _flop_rows(train_ms, matmul["fp32"])), ""]
     parts += ["## 4. Scaling with work", "",
-              "tfsent predict (fp32, warm model) on PhraseBank sentences repeated to each size, with a BERT-tiny "
+              "tfsent predict (fp32, XLA, warm model) on PhraseBank sentences repeated to each size, with a BERT-tiny "
               "shape (2 layers, hidden 128, random weights): a small model leaves tfsent's own per-row work "
               "(tokenizing, bucketing, padding, re-ordering) visible, so a cost that grew with the row count would "
-              "show; MiniLM-L6 would take ~30 min for 100k rows on 2 cores. Peak RSS is the process's resident "
-              "memory sampled during each run (it includes the models loaded earlier).", "",
+              "show. Peak RSS is the process's resident memory sampled during each run (it includes the models "
+              "loaded earlier). One timing per size.", "",
               table.markdown(["rows", "seconds", "rows/s", "ms/row", "GFLOP/s", "peak RSS MB", "RSS before MB"],
                              [[m.rows, round(m.seconds, 1), round(m.rate, 1), round(m.ms_per_row, 3),
                                round(m.flop_rate() / 1e9, 1), round(m.peak_rss_mb), round(m.rss_before_mb)]

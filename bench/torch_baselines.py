@@ -1,14 +1,20 @@
-"""PyTorch baselines, run by ``bench/run.py`` inside ``bench/.venv-torch`` (torch never enters tfsent's venv).
+"""PyTorch baselines as a persistent worker, run by ``bench/run.py`` inside ``bench/.venv-torch`` (torch never enters
+tfsent's venv).
 
-Usage: ``bench/.venv-torch/bin/python bench/torch_baselines.py JOB.json`` prints one JSON object:
-``{"torch": version, "threads": n, "matmul_fp32": FLOP/s, "results": [{"name", "rows", "seconds", "note"}, ...]}``.
+Usage: ``bench/.venv-torch/bin/python bench/torch_baselines.py``, then one JSON request per line on stdin, one JSON
+answer per line on stdout. The worker lives for the whole bench, so torch and the models load once and each
+interleaved round costs only the timed work:
 
-The job file holds ``texts``, ``model_dir`` (config + tokenizer, and weights when ``random_config`` is null),
-``random_config`` (BertConfig fields for a randomly initialised model, e.g. BERT-base), ``label`` (for the
-mode names), ``batch_size``, ``max_length``, ``pipeline_rows`` (the pipeline is slow: it runs on a prefix).
+- ``{"cmd": "load", "name": key, "model_dir": ..., "random_config": {...} | null}``: load a model (the packaged
+  MiniLM, or a random BertConfig model such as BERT-base) and its tokenizer under ``key``;
+- ``{"cmd": "run", "name": key, "mode": "pipeline" | "batched", "texts": [...], "batch_size": n,
+  "max_length": n}``: warm the mode up on its first call for that model, then time it:
+  ``{"seconds": s, "rows": n}``;
+- ``{"cmd": "info"}``: ``{"torch": version, "threads": n, "matmul_fp32": FLOP/s}``;
+- ``{"cmd": "ping"}``: ``{"pong": true}`` (no torch needed); ``{"cmd": "quit"}``.
 
-Timed: texts in, label ids out, tokenization included, model loading and a short warm-up excluded, the same
-for every mode here and in the TF modes.
+An error answers ``{"error": text}`` and the worker keeps serving. Timed: texts in, label ids out, tokenization
+included, the same as every TF mode.
 """
 
 from __future__ import annotations
@@ -16,55 +22,63 @@ from __future__ import annotations
 import json
 import sys
 import time
+import traceback
+
+_models: dict = {}
+_warm: set = set()
 
 
-def _model(job):
-    from transformers import AutoModelForSequenceClassification, BertConfig, BertForSequenceClassification
+def _load(req) -> dict:
+    from transformers import (AutoModelForSequenceClassification, AutoTokenizer, BertConfig,
+                              BertForSequenceClassification)
 
-    if job["random_config"]:
-        return BertForSequenceClassification(BertConfig(**job["random_config"], num_labels=3)).eval()
-    # The packaged MiniLM is a bare BertModel: the classification head starts random, as in fine-tuning.
-    return AutoModelForSequenceClassification.from_pretrained(job["model_dir"], num_labels=3).eval()
-
-
-def pipeline_mode(job, model, tokenizer) -> dict:
-    """``pipeline("text-classification")`` called on a list of strings, as its documentation shows."""
-    from transformers import pipeline
-
-    clf = pipeline("text-classification", model=model, tokenizer=tokenizer, device=-1,
-                   truncation=True, max_length=job["max_length"])
-    texts = job["texts"][: job["pipeline_rows"]]
-    clf(texts[:8])
-    start = time.perf_counter()
-    out = clf(texts)
-    seconds = time.perf_counter() - start
-    assert len(out) == len(texts)
-    return {"name": f"HF pipeline, torch ({job['label']})", "rows": len(texts), "seconds": seconds,
-            "note": "pipeline(texts), default batch_size=1"}
+    tokenizer = AutoTokenizer.from_pretrained(req["model_dir"])
+    if req.get("random_config"):
+        model = BertForSequenceClassification(BertConfig(**req["random_config"], num_labels=3)).eval()
+    else:
+        # The packaged MiniLM is a bare BertModel: the classification head starts random, as in fine-tuning.
+        model = AutoModelForSequenceClassification.from_pretrained(req["model_dir"], num_labels=3).eval()
+    _models[req["name"]] = {"model": model, "tokenizer": tokenizer, "pipeline": None}
+    return {"loaded": req["name"]}
 
 
-def batched_mode(job, model, tokenizer) -> dict:
+def _pipeline(entry, texts, req) -> int:
+    """``pipeline("text-classification")`` called on a list of strings, as its documentation shows (batch 1)."""
+    if entry["pipeline"] is None:
+        from transformers import pipeline
+
+        entry["pipeline"] = pipeline("text-classification", model=entry["model"], tokenizer=entry["tokenizer"],
+                                     device=-1, truncation=True, max_length=req["max_length"])
+    return len(entry["pipeline"](texts))
+
+
+def _batched(entry, texts, req) -> int:
     """Batches of ``batch_size``, padded to the longest in each batch, under ``torch.inference_mode``."""
     import torch
 
-    texts, bs = job["texts"], job["batch_size"]
+    bs, labels = req["batch_size"], []
+    with torch.inference_mode():
+        for i in range(0, len(texts), bs):
+            enc = entry["tokenizer"](texts[i:i + bs], padding=True, truncation=True, max_length=req["max_length"],
+                                     return_tensors="pt")
+            labels.append(entry["model"](**enc).logits.argmax(-1))
+    return len(torch.cat(labels))
 
-    def run(items):
-        labels = []
-        with torch.inference_mode():
-            for i in range(0, len(items), bs):
-                enc = tokenizer(items[i:i + bs], padding=True, truncation=True, max_length=job["max_length"],
-                                return_tensors="pt")
-                labels.append(model(**enc).logits.argmax(-1))
-        return torch.cat(labels)
 
-    run(texts[: 2 * bs])
+MODES = {"pipeline": _pipeline, "batched": _batched}
+
+
+def _run(req) -> dict:
+    entry, fn, texts = _models[req["name"]], MODES[req["mode"]], req["texts"]
+    if (req["name"], req["mode"]) not in _warm:
+        fn(entry, texts[: min(len(texts), 2 * req["batch_size"])], req)
+        _warm.add((req["name"], req["mode"]))
     start = time.perf_counter()
-    out = run(texts)
+    rows = fn(entry, texts, req)
     seconds = time.perf_counter() - start
-    assert len(out) == len(texts)
-    return {"name": f"batched torch ({job['label']})", "rows": len(texts), "seconds": seconds,
-            "note": f"batch {bs}, pad to longest in batch, inference_mode"}
+    if rows != len(texts):
+        raise RuntimeError(f"{req['mode']} returned {rows} labels for {len(texts)} texts")
+    return {"seconds": seconds, "rows": rows}
 
 
 def matmul_rate(size: int = 1024, chain: int = 8, repeats: int = 5) -> float:
@@ -86,24 +100,38 @@ def matmul_rate(size: int = 1024, chain: int = 8, repeats: int = 5) -> float:
     return 2.0 * chain * size ** 3 / best
 
 
-def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print(__doc__, file=sys.stderr)
-        return 2
+def _info(req) -> dict:
     import torch
-    from transformers import AutoTokenizer
 
-    with open(argv[1]) as f:
-        job = json.load(f)
-    tokenizer = AutoTokenizer.from_pretrained(job["model_dir"])
-    model = _model(job)
-    results = []
-    for mode in job["modes"]:
-        results.append({"pipeline": pipeline_mode, "batched": batched_mode}[mode](job, model, tokenizer))
-    print(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads(), "matmul_fp32": matmul_rate(),
-                      "results": results}))
+    return {"torch": torch.__version__, "threads": torch.get_num_threads(), "matmul_fp32": matmul_rate()}
+
+
+HANDLERS = {"load": _load, "run": _run, "info": _info, "ping": lambda req: {"pong": True}}
+
+
+def serve(lines, write) -> None:
+    """Answer each JSON request line with one JSON line until ``quit`` or the end of input."""
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            req = json.loads(line)
+            if req.get("cmd") == "quit":
+                return
+            answer = HANDLERS[req["cmd"]](req)
+        except Exception as e:  # noqa: BLE001  (the bench shows the worker's error; the worker keeps serving)
+            answer = {"error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-2000:]}
+        write(json.dumps(answer) + "\n")
+
+
+def main() -> int:
+    def write(text):
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+    serve(sys.stdin, write)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(main())

@@ -40,3 +40,9 @@ def transcripts_dir(shared_data) -> pathlib.Path:
 def phrasebank_dir() -> pathlib.Path:
     """Financial PhraseBank as shipped in the repository's data/ folder."""
     return REPO / "data" / "financial_phrasebank"
+
+
+@pytest.fixture(autouse=True)
+def _execution_cache(tmp_path_factory, monkeypatch):
+    """Each test's calibration cache (``precision/jit_compile: auto``) in its own folder, never ~/.cache."""
+    monkeypatch.setenv("TFSENT_CACHE_DIR", str(tmp_path_factory.mktemp("tfsent-cache")))

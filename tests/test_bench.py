@@ -44,8 +44,11 @@ def test_minilm_shape_from_config():
 def test_padded_rows_matches_bucketing():
     # 3 rows fit 32, 1 fits 64; one batch of 4 at 64 is cheaper than a batch at 32 plus one at 64.
     assert flops.padded_rows([10, 32, 5, 40], (32, 64, 128), 4) == {64: 4}
-    assert flops.padded_rows([10, 32, 5, 6, 40], (32, 64, 128), 4) == {32: 4, 64: 4}
-    assert flops.padded_rows([33] * 5, (32, 64), 4) == {64: 8}
+    # The 64 bucket's single row runs as a 1-row batch (engine.batch_plan), not padded to 4.
+    assert flops.padded_rows([10, 32, 5, 6, 40], (32, 64, 128), 4) == {32: 4, 64: 1}
+    assert flops.padded_rows([10, 32, 5, 6, 40], (32, 64, 128), 4, replicas=2) == {32: 4, 64: 2}
+    assert flops.padded_rows([33] * 5, (32, 64), 4) == {64: 5}
+    assert flops.padded_rows([33] * 7, (32, 64), 4) == {64: 8}
     with pytest.raises(ValueError, match="exceed the top bucket 64"):
         flops.padded_rows([65], (32, 64), 4)
 
@@ -84,9 +87,14 @@ def test_tables_exact():
 
 def test_parse_args_defaults_and_errors(capsys):
     quick = parse_args(["--quick"])
-    assert (quick.sizes, quick.minilm_rows, quick.bert_rows, quick.pipeline_rows) == ([128, 512], 96, 32, 24)
+    assert (quick.sizes, quick.minilm_jobs, quick.bert_jobs, quick.rounds) == ([128, 512], [16, 48], [16], 2)
     full = parse_args([])
     assert full.sizes == [1000, 10000, 100000]
+    assert (full.minilm_jobs, full.bert_jobs, full.cold_sizes, full.rounds) == ([32, 256, 1024], [32, 256],
+                                                                                 [100, 1000], 5)
+    with pytest.raises(SystemExit):
+        parse_args(["--rounds", "3"])
+    assert "need at least 5 interleaved rounds" in capsys.readouterr().err
     assert parse_args(["--sizes", "10, 20"]).sizes == [10, 20]
     with pytest.raises(SystemExit):
         parse_args(["--sizes", "ten"])

@@ -32,6 +32,7 @@ def test_too_few_rounds_or_unpaired_series_are_refused():
         run_rounds([Mode("a", 1, lambda: 1.0)], rounds=3)
     with pytest.raises(ValueError, match="not timed in the same rounds"):
         speedup(Series("a", 1, [1.0] * 5), Series("b", 1, [1.0] * 6))
+    assert len(run_rounds([Mode("a", 1, lambda: 1.0)], rounds=2, smoke=True)["a"].seconds) == 2  # --quick only
     with pytest.raises(ValueError, match="its own name"):
         run_rounds([Mode("a", 1, lambda: 1.0), Mode("a", 1, lambda: 1.0)], rounds=5)
 

@@ -20,6 +20,7 @@ their content is unchanged and predicts the rest.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
@@ -34,6 +35,7 @@ import tfsent
 from tfsent.data.errors import DataError
 from tfsent.config import ConfigError
 from tfsent.inference import evaluation, inputs, outputs, sharded
+from tfsent.inference.calibration import resolve_execution
 from tfsent.inference.engine import bucket_lengths, predict_bucketed
 from tfsent.inference.merge import merge
 from tfsent.inference.options import PredictOptions, result_settings
@@ -152,16 +154,19 @@ def predict(ckpt_path: str | os.PathLike, input: str | os.PathLike, output: str 
         strategy = make_strategy(strategy_name)
     check_global_batch(options.global_batch_size, strategy, "global_batch_size")
     kind = kind_of(ckpt_path)
-    fp = fingerprint(ckpt_path, input, fmt, kind, options, strategy.num_replicas_in_sync)
     source = _open_source(ckpt_path, input, fmt, kind, options)
+    spe = options.steps_per_execution or (TPU_STEPS_PER_EXECUTION if is_tpu(strategy) else 1)
+    load = functools.partial(load_with_options, ckpt_path, strategy, spe)
+    # The fingerprint holds the path that runs, never "auto": parts of another path are predicted again.
+    resolved = resolve_execution(strategy, options, model_id=json.dumps(checkpoint_files(ckpt_path)), load=load,
+                                 source=source if shard.count == 1 and not options.merge else None)
+    if resolved.how != "explicit":
+        log.info(resolved.describe())
+    options = resolved.options
+    fp = fingerprint(ckpt_path, input, fmt, kind, options, strategy.num_replicas_in_sync)
     if options.merge:
         return _merge_shards(source, output, out_fmt, fmt, kind, options, fp, start)
-    if options.precision != "float32":
-        from tfsent.runtime.precision import set_policy
-        set_policy(options.precision, strategy)
-    spe = options.steps_per_execution or (TPU_STEPS_PER_EXECUTION if is_tpu(strategy) else 1)
-    predictor = load_predictor(ckpt_path, strategy, max_length=options.max_length, jit_compile=options.jit_compile,
-                               steps_per_execution=spe, mask_seed=options.mask_seed)
+    predictor = resolved.predictor or load(options)
     if fmt == "documents":
         predictor.check_documents(str(input))
     lengths = bucket_lengths(options.buckets, predictor.max_length)
@@ -215,6 +220,17 @@ def _open_source(ckpt_path: pathlib.Path, input: pathlib.Path, fmt: str, kind: s
     return inputs.open_source(input, fmt, text_column=options.text_column, id_column=options.id_column,
                               encoding=options.encoding, split=options.split, keep_columns=options.keep_columns,
                               label_column=options.label_column, labels=labels)
+
+
+def load_with_options(ckpt_path: str | os.PathLike, strategy, steps_per_execution: int,
+                      options: PredictOptions) -> Predictor:
+    """The checkpoint's predictor under ``options.precision`` (set as the global policy first) and ``jit_compile``
+    (both concrete, not ``auto``), compiled for ``strategy``."""
+    from tfsent.runtime.precision import set_policy
+
+    set_policy(options.precision, strategy)  # global: set for every load, float32 included
+    return load_predictor(ckpt_path, strategy, max_length=options.max_length, jit_compile=options.jit_compile,
+                          steps_per_execution=steps_per_execution, mask_seed=options.mask_seed)
 
 
 def _slice(total: int, shard: _Shard, fmt: str, part_size: int) -> tuple[int, int]:

@@ -77,6 +77,9 @@ class MaskedLMPredictor(Predictor):
     def map_fn(self):
         return masking_map_fn(self._masking, self.seed)
 
+    def decisions(self, out) -> np.ndarray:
+        return np.asarray(out["top_ids"])[..., 0]  # each masked position's top-1 token
+
     def check_documents(self, source: str) -> None:
         raise DataError(f"{source}: a masked LM checkpoint scores rows, not documents; pass a text, csv, jsonl or "
                         "parquet file, or a prepared MLM dataset folder (input_format=tfrecord)")

@@ -15,6 +15,7 @@ from tfsent.config import ConfigError
 from tfsent.data.masking import EVAL_MASK_SEED
 from tfsent.inference.documents import ChunkOptions
 from tfsent.inference.engine import DEFAULT_BUCKETS
+from tfsent.runtime.precision import POLICIES as PRECISIONS
 
 # Columns the driver and the predictors write: a kept input column may not take one of these names.
 OUTPUT_COLUMNS = ("row", "id", "example_id", "text", "true_label", "document", "n_tokens", "label", "label_id",
@@ -43,8 +44,9 @@ class PredictOptions:
     max_length: int | None = _result(None)
     documents: ChunkOptions = _result(ChunkOptions())
     part_size: int = _result(100_000)
+    # "auto" (either) is made concrete per machine by tfsent.inference.calibration before the fingerprint is taken.
     precision: str = _result("float32")
-    jit_compile: bool | None = _result(None)
+    jit_compile: bool | str | None = _result(None)
     mask_seed: int = _result(EVAL_MASK_SEED)
     # The kept columns and the gold labels are stored in every part, so they must match for a part to be reused.
     keep_columns: tuple[str, ...] = _result(())
@@ -80,6 +82,10 @@ class PredictOptions:
 
         if isinstance(self.documents, Mapping):
             object.__setattr__(self, "documents", ChunkOptions(**self.documents))
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision={self.precision!r} is unknown; expected one of {', '.join(PRECISIONS)}")
+        if self.jit_compile not in (True, False, None, "auto"):
+            raise ValueError(f"jit_compile={self.jit_compile!r} must be true, false, null or auto")
         if self.part_size < 1:
             raise ValueError(f"part_size must be >= 1, got {self.part_size}")
         if self.steps_per_execution is not None and self.steps_per_execution < 1:

@@ -55,6 +55,10 @@ class Predictor(abc.ABC):
         """A batch-level ``features -> features`` step for the input pipeline, or None."""
         return None
 
+    def decisions(self, out: Mapping[str, np.ndarray]) -> np.ndarray:
+        """What a user reads off each row (a classifier's label ids), to compare two execution paths' results."""
+        return np.asarray(out["label_id"])
+
     def check_documents(self, source: str) -> None:
         """Raise ``DataError`` when this kind cannot score documents (default: it can)."""
 

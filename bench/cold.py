@@ -1,0 +1,93 @@
+"""Cold starts: ``python -m tfsent.predict`` file to file in a fresh process, as a user runs it.
+
+For each size the same command runs twice in a row, each time in a new process: the *first* run starts with empty
+caches (``TFSENT_CACHE_DIR``: the execution-path calibration of ``auto``; and TensorFlow's persistent XLA cache
+when ``xla_cache`` is on), the *second* finds what the first left there. Wall time includes Python and TensorFlow
+start-up, loading the checkpoint, tokenizing, compiling each shape and writing the CSV.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+@dataclasses.dataclass
+class ColdRun:
+    variant: str
+    rows: int
+    run: str  # "first" or "second"
+    seconds: float
+    predict_seconds: float | None  # the driver's own figure (after imports), from its summary line
+
+
+def xla_cache_env(folder: str | os.PathLike) -> dict[str, str]:
+    """Environment that points TensorFlow's persistent XLA compilation cache at ``folder``.
+
+    Deterministic cluster names: otherwise each process names its XLA clusters anew, the cache keys differ and
+    a second process finds nothing (measured on TF 2.20: no entry reused without it).
+    """
+    flags = os.environ.get("TF_XLA_FLAGS", "")
+    return {"TF_XLA_FLAGS": f"{flags} --tf_xla_persistent_cache_directory={folder} "
+                            "--tf_xla_deterministic_cluster_names=true".strip()}
+
+
+def cold_runs(ckpt: pathlib.Path, sentences: Sequence[str], sizes: Sequence[int],
+              variants: dict[str, tuple[Sequence[str], bool]],
+              log: Callable[[str], None] | None = None) -> list[ColdRun]:
+    """First and second fresh-process run of each variant and size.
+
+    Args:
+        ckpt: a classifier checkpoint folder.
+        sentences: the text pool (the first ``n`` are used, repeated if needed).
+        sizes: sentences per run.
+        variants: name -> (extra ``key=value`` overrides for ``tfsent.predict``, whether the persistent XLA cache
+            is on).
+    """
+    from bench.inference import repeat_to
+
+    out = []
+    with tempfile.TemporaryDirectory(prefix="tfsent-cold-") as tmp:
+        tmp = pathlib.Path(tmp)
+        for n in sizes:
+            texts = tmp / f"texts-{n}.txt"
+            texts.write_text("\n".join(t.replace("\n", " ") for t in repeat_to(sentences, n)) + "\n",
+                             encoding="utf-8")
+            for variant, (overrides, xla_cache) in variants.items():
+                caches = tmp / f"caches-{variant}-{n}"
+                env = {**os.environ, "TFSENT_CACHE_DIR": str(caches / "tfsent"),
+                       "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+                if xla_cache:
+                    env.update(xla_cache_env(caches / "xla"))
+                for run in ("first", "second"):
+                    cmd = [sys.executable, "-m", "tfsent.predict", f"ckpt_path={ckpt}", f"input={texts}",
+                           f"output={tmp / 'out.csv'}", "overwrite=true", "strategy=cpu", "progress=false",
+                           *overrides]
+                    start = time.perf_counter()
+                    done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO)
+                    seconds = time.perf_counter() - start
+                    if done.returncode:
+                        raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+                    out.append(ColdRun(variant, n, run, seconds, _predict_seconds(done.stdout)))
+                    if log:
+                        log(f"cold {variant}, {n} rows, {run} run: {seconds:.1f} s")
+    return out
+
+
+def _predict_seconds(stdout: str) -> float | None:
+    # "predict: 100 rows in 12.3 s (8.1 rows/s) -> ..."
+    for line in stdout.splitlines():
+        if line.startswith("predict:") and " rows in " in line:
+            try:
+                return float(line.split(" rows in ")[1].split(" s")[0])
+            except (IndexError, ValueError):
+                return None
+    return None

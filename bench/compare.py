@@ -1,0 +1,172 @@
+"""Inference modes of one model compared in interleaved rounds (issue 18): tfsent's chosen execution path against
+the HF pipeline, batched torch, the eager TF loop and padded ``model.predict()``, and every path tfsent can choose.
+
+For each job size every mode runs once per round, in the same order, for ``rounds`` rounds (``bench.rounds``);
+warm-up (tracing, XLA compilation of the job's shapes, torch's first call) happens before the first round. tfsent
+runs as users run it: the checkpoint loaded by the driver's loader for each path, its rows tokenized as the driver
+tokenizes them, then ``predict_bucketed``; the chosen path is what ``precision: auto`` / ``jit_compile: auto``
+resolve to, through the same calibration (with an empty cache, so its cost is measured).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+
+from bench import inference, rounds, table
+from bench.rounds import Mode, Series
+
+PATH_ORDER = ("xla fp32", "graph fp32", "graph bf16", "xla bf16")
+
+
+@dataclasses.dataclass
+class Job:
+    """One job size of one model: the series of every mode timed on it, and the FLOPs of each tfsent path."""
+
+    rows: int
+    series: dict[str, Series]
+    flops: dict[str, tuple[int, int]]  # mode name -> (executed, useful)
+
+
+@dataclasses.dataclass
+class ModelResult:
+    label: str
+    chosen: str  # the mode name of tfsent's chosen path
+    chosen_path: str  # e.g. "xla fp32"
+    how: str
+    calibration_seconds: float
+    jobs: list[Job]
+
+
+def _paths():
+    from tfsent.runtime import execution as ex
+
+    return [ex.XLA_FP32, ex.GRAPH_FP32, ex.GRAPH_BF16, ex.XLA_BF16]
+
+
+def compare_model(label: str, ckpt: pathlib.Path, strategy, sentences: Sequence[str], sizes: Sequence[int],
+                  main_size: int, padded_rows: int, n_rounds: int, batch_size: int, worker=None,
+                  torch_name: str | None = None, smoke: bool = False,
+                  log: Callable[[str], None] | None = None) -> ModelResult:
+    """Time every mode of one model for each job size.
+
+    Args:
+        label: the model's name in the tables (``MiniLM-L6``, ``BERT-base``).
+        ckpt: a classifier checkpoint folder (``save_pretrained``).
+        strategy: a one-CPU strategy.
+        sentences: the text pool; a job of ``n`` rows takes them repeated to ``n``.
+        sizes: job sizes (rows); each gets tfsent's chosen path and the torch baselines.
+        main_size: the size where every path tfsent can choose, the eager loop and ``model.predict()`` run too.
+        padded_rows: rows of the eager loop and ``model.predict()`` (they pad every row to 128, so their per-row
+            cost does not depend on the job size; fewer rows keep the run short).
+        n_rounds: interleaved rounds per job size.
+        batch_size: global batch of every batched mode.
+        worker: a ``bench.torch_client.TorchWorker`` with the model loaded as ``torch_name``, or None.
+        smoke: allow fewer than 5 rounds (``--quick``).
+    """
+    from tfsent.inference.calibration import resolve_execution
+    from tfsent.inference.driver import load_with_options
+    from tfsent.inference.inputs import open_source
+    from tfsent.inference.options import PredictOptions
+    from tfsent.runtime.precision import set_policy
+
+    options = PredictOptions(strategy="cpu", global_batch_size=batch_size, buckets=inference.BUCKETS,
+                             progress=False)
+    predictors = {}
+    for path in _paths():
+        predictors[path.name] = load_with_options(ckpt, strategy, 1, dataclasses.replace(
+            options, precision=path.precision, jit_compile=path.jit_compile))
+    main_texts = inference.repeat_to(sentences, main_size)
+    with tempfile.TemporaryDirectory(prefix="tfsent-bench-") as tmp:
+        source_file = pathlib.Path(tmp) / "texts.txt"
+        source_file.write_text("\n".join(t.replace("\n", " ") for t in main_texts) + "\n", encoding="utf-8")
+        start = time.perf_counter()
+        resolved = resolve_execution(strategy, dataclasses.replace(options, precision="auto", jit_compile="auto"),
+                                     model_id=f"bench {label}", source=open_source(source_file, "text"),
+                                     cache=pathlib.Path(tmp) / "execution.json",
+                                     load=lambda o: load_with_options(ckpt, strategy, 1, o))
+        calibration_seconds = time.perf_counter() - start
+    set_policy("float32", strategy)  # the policy is global: what follows builds float32 models
+    chosen_path = f"{'xla' if resolved.options.jit_compile else 'graph'} " \
+                  f"{'bf16' if resolved.options.precision == 'mixed_bfloat16' else 'fp32'}"
+    if log:
+        log(f"{label}: {resolved.describe()} in {calibration_seconds:.1f} s")
+    fp32_model = predictors["xla fp32"].model
+    jobs = []
+    for n in sizes:
+        texts = inference.repeat_to(sentences, n)
+        modes: list[Mode] = []
+        flops: dict[str, tuple[int, int]] = {}
+        for name in (PATH_ORDER if n == main_size else (chosen_path,)):
+            mode, executed, useful = inference.path_mode(predictors[name], strategy, texts, batch_size, label, name)
+            modes.append(mode)
+            flops[mode.name] = (executed, useful)
+        if worker is not None:
+            for kind, title, note in (("pipeline", "HF pipeline, torch", "pipeline(texts), default batch_size=1"),
+                                      ("batched", "batched torch", f"batch {batch_size}, pad to longest, "
+                                                                   "inference_mode")):
+                modes.append(Mode(f"{title} ({label})", n, worker.timer(torch_name, kind, texts, batch_size), note))
+        if n == main_size:
+            few = texts[:padded_rows]
+            for build in (inference.eager_mode, inference.keras_predict_mode):
+                mode = build(fp32_model, predictors["xla fp32"].tokenizer, few, batch_size, label)
+                modes.append(mode)
+                flops[mode.name] = (inference.padded_flops(fp32_model, len(few)),) * 2
+        if log:
+            log(f"{label}, {n}-row job: {len(modes)} modes x {n_rounds} rounds")
+        series = rounds.run_rounds(modes, n_rounds, log=log, smoke=smoke)
+        jobs.append(Job(n, series, flops))
+    chosen = f"tfsent {chosen_path} ({label})"
+    return ModelResult(label, chosen, chosen_path, resolved.how, calibration_seconds, jobs)
+
+
+def _find(job: Job, prefix: str) -> Series | None:
+    return next((s for name, s in job.series.items() if name.startswith(prefix)), None)
+
+
+def render(result: ModelResult, matmul: dict[str, float]) -> list[str]:
+    """Markdown for one model: per job size, each mode's rows/s and the chosen path's per-round ratio to it; then
+    the chosen path's fraction of the matmul rate of its precision, on executed and on useful FLOPs."""
+    lines = [f"### {result.label}", "",
+             f"tfsent's chosen path (`precision: auto`, `jit_compile: auto`): **{result.chosen_path}** "
+             f"({result.how}, {result.calibration_seconds:.1f} s including the loads it made).", ""]
+    for job in result.jobs:
+        chosen = job.series[result.chosen]
+        rows = []
+        for name, s in job.series.items():
+            ratio = "1 (reference)" if name == result.chosen else str(rounds.speedup(chosen, s))
+            rows.append([name + (" **(chosen)**" if name == result.chosen else ""), s.rows, str(s.rate), ratio,
+                         s.note])
+        lines += [f"{job.rows}-row job, {len(chosen.seconds)} interleaved rounds:", "",
+                  table.markdown(["mode", "rows", "rows/s median (min-max)", "chosen path x (per-round median)",
+                                  "note"], rows), ""]
+    rate_name = "bf16" if result.chosen_path.endswith("bf16") else "fp32"
+    limit = matmul[rate_name]
+    frac = []
+    for job in result.jobs:
+        executed, useful = job.flops[result.chosen]
+        seconds = job.series[result.chosen].time.median
+        frac.append([f"{job.rows}-row job", f"{executed / seconds / 1e9:.1f}", f"{executed / seconds / limit:.0%}",
+                     f"{useful / seconds / 1e9:.1f}", f"{useful / seconds / limit:.0%}",
+                     f"{executed / useful:.2f}"])
+    lines += [f"Chosen path against the {rate_name} matmul rate ({limit / 1e9:.1f} GFLOP/s), median round:", "",
+              table.markdown(["job", "executed GFLOP/s", "of matmul rate", "useful GFLOP/s", "of matmul rate",
+                              "executed / useful FLOPs"], frac), ""]
+    return lines
+
+
+def targets(result: ModelResult) -> list[table.Target]:
+    """The issue's targets on this model: chosen path >= 2x the pipeline and >= 4x the eager loop (medians of
+    per-round ratios, at the job size where each was timed)."""
+    out = []
+    for job in result.jobs:
+        chosen = job.series[result.chosen]
+        for prefix, goal in (("HF pipeline", 2.0), ("eager TF loop", 4.0)):
+            ref = _find(job, prefix)
+            if ref is not None:
+                out.append(table.Target(f"tfsent / {prefix} ({result.label}, {job.rows}-row job), x",
+                                        rounds.speedup(chosen, ref).median, goal))
+    return out

@@ -1,0 +1,89 @@
+"""bench/compare.py tables and targets on scripted series, and the persistent torch worker's protocol (no torch
+needed: ``ping`` and errors), run as the bench runs it, in its own process."""
+
+import dataclasses
+import sys
+
+import pytest
+
+from conftest import REPO
+
+sys.path.insert(0, str(REPO))
+
+from bench import compare  # noqa: E402
+from bench.rounds import Series  # noqa: E402
+from bench.torch_client import TorchWorker  # noqa: E402
+
+
+def _result():
+    chosen = "tfsent xla fp32 (M)"
+    main = compare.Job(100, {
+        chosen: Series(chosen, 100, [1.0, 2.0, 1.0, 1.0, 1.0], "n"),
+        "tfsent graph fp32 (M)": Series("tfsent graph fp32 (M)", 100, [2.0, 2.0, 2.0, 2.0, 2.0]),
+        "HF pipeline, torch (M)": Series("HF pipeline, torch (M)", 100, [3.0, 6.0, 3.0, 3.0, 3.0]),
+        "eager TF loop (M)": Series("eager TF loop (M)", 10, [0.5, 0.5, 0.5, 0.5, 0.5])},
+        {chosen: (40e9, 20e9)})
+    return compare.ModelResult("M", chosen, "xla fp32", "calibration", 3.0, [main])
+
+
+def test_targets_are_medians_of_per_round_ratios():
+    targets = compare.targets(_result())
+    # Pipeline: 3x in every round (the slow round 2 slowed both). Eager: 10 rows in 0.5 s = 20 rows/s against
+    # 100 rows/s, except round 2 (50 rows/s): median 5x.
+    assert [(t.what, t.value, t.met) for t in targets] == [
+        ("tfsent / HF pipeline (M, 100-row job), x", 3.0, True),
+        ("tfsent / eager TF loop (M, 100-row job), x", 5.0, True)]
+
+
+def test_render_shows_spread_ratios_and_matmul_fractions():
+    text = "\n".join(compare.render(_result(), {"fp32": 100e9, "bf16": 50e9}))
+    assert "**xla fp32** (calibration, 3.0 s" in text
+    assert "| tfsent xla fp32 (M) **(chosen)** | 100 | 100 (50-100) | 1 (reference) | n |" in text
+    assert "| HF pipeline, torch (M) | 100 | 33.3 (16.7-33.3) | 3 (3-3) |  |" in text
+    # Median round 1 s: 40 GFLOP/s executed = 40% of fp32's 100; useful 20 GFLOP/s; 2x padding.
+    assert "| 100-row job | 40.0 | 40% | 20.0 | 20% | 2.00 |" in text
+
+
+def test_torch_worker_stays_up_across_requests_and_reports_errors():
+    # The tfsent venv's python runs the worker: ping needs no torch, and a failed request leaves it serving.
+    with TorchWorker(sys.executable) as worker:
+        assert worker.request(cmd="ping") == {"pong": True}
+        with pytest.raises(RuntimeError, match="KeyError"):
+            worker.request(cmd="no such command")
+        with pytest.raises(RuntimeError, match="KeyError: 'missing'"):
+            worker.timer("missing", "batched", ["a"], 4)()
+        assert worker.request(cmd="ping") == {"pong": True}
+        pid = worker._proc.pid
+    assert worker._proc.returncode == 0 and pid
+
+
+def test_results_page_renders_every_section_from_scripted_results():
+    from bench import cold, run, table
+
+    args = run.parse_args(["--quick"])
+    result = dataclasses.replace(_result(), label="MiniLM-L6")
+    cold_runs = [cold.ColdRun("default config", 100, "first", 20.0, 12.5),
+                 cold.ColdRun("default config", 100, "second", 18.0, None)]
+    scaling = [table.Measurement("s", 10, 1.0, flops=1e9, peak_rss_mb=100.0, rss_before_mb=90.0),
+               table.Measurement("s", 20, 1.5, flops=2e9, peak_rss_mb=110.0, rss_before_mb=95.0)]
+    train = [table.Measurement("hand", 10, 1.0, flops=1e9), table.Measurement("fit", 10, 1.1, flops=1e9),
+             table.Measurement("mlm", 10, 2.0, flops=1e9)]
+    text = run.render(args, "python bench/run.py --quick", {"nproc": "2", "simd": "avx2 fma"},
+                      {"torch": "2.x", "threads": 2, "matmul_fp32": 120e9}, {"fp32": 100e9, "bf16": 50e9},
+                      [result], cold_runs, scaling, train, {"matmul": 3.0}, 60.0)
+    assert "**Smoke run (`--quick`)" in text and "- simd: avx2 fma" in text
+    assert "| tfsent / HF pipeline (MiniLM-L6, 100-row job), x | 3.00 | >= 2 | yes |" in text
+    assert "| default config | 100 | first | 20.00 | 12.50 |" in text
+    assert "| default config | 100 | second | 18.00 |  |" in text
+    # The pipeline's useful FLOPs (20 GFLOP in a 3 s median round) against the 100 GFLOP/s fp32 ceiling.
+    assert "runs its useful FLOPs at 6.7 GFLOP/s, 7% of TF's fp32 matmul rate" in text
+    assert "## 3. Training" in text and "## 4. Scaling with work" in text
+
+
+def test_cold_run_reads_the_driver_summary_line():
+    from bench import cold
+
+    assert cold._predict_seconds("x\npredict: 100 rows in 12.3 s (8.1 rows/s) -> out.csv\n") == 12.3
+    assert cold._predict_seconds("nothing") is None
+    env = cold.xla_cache_env("/tmp/x")["TF_XLA_FLAGS"]
+    assert "--tf_xla_persistent_cache_directory=/tmp/x" in env and "--tf_xla_deterministic_cluster_names=true" in env
