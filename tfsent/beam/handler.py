@@ -1,0 +1,150 @@
+"""The ``RunInference`` model handler: a tfsent classifier checkpoint, loaded once per worker through tfsent's
+predictor, scoring length-bucketed batches with tfsent's engine.
+
+Beam batches the units by token length (``batch_length_fn`` + ``batch_bucket_boundaries`` = tfsent's buckets),
+so a batch holds rows of one bucket and the engine (:func:`tfsent.inference.engine.predict_bucketed`) pads it to
+that bucket with its filler rows: a worker compiles one shape per bucket it sees, a handful, not one per batch,
+and the engine's exact id check guards every batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+import tempfile
+import threading
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import tensorflow as tf
+from apache_beam.ml.inference.base import ModelHandler, PredictionResult
+
+from tfsent.beam import files
+from tfsent.beam.read import Unit, unit_length
+from tfsent.errors import UserError
+from tfsent.inference.engine import bucket_lengths, predict_bucketed
+from tfsent.inference.predictor import Predictor, kind_of, load_predictor
+from tfsent.inference.tokens import TokenRows
+from tfsent.models.classifier import META_FILE
+from tfsent.models.loading import CheckpointError, model_max_length, read_config
+
+# Seconds a partial batch of one bucket may wait for more rows before it is scored (padded with fillers).
+BATCH_WAIT_S = 10
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelFacts:
+    """What the readers need to know about a checkpoint before any worker loads it.
+
+    Attributes:
+        features: the token features the model reads.
+        lengths: the bucket lengths, capped at the model's positions; the last is the truncation length.
+        label_names: the model's labels, in id order.
+    """
+
+    features: tuple[str, ...]
+    lengths: tuple[int, ...]
+    label_names: tuple[str, ...]
+
+
+def describe(ckpt_path: str, buckets: Sequence[int], max_length: int | None) -> ModelFacts:
+    """Read a classifier checkpoint's metadata and config (no model is built).
+
+    Raises:
+        CheckpointError: not a classifier checkpoint (a masked LM is evaluated with ``tfsent.predict``).
+    """
+    local = files.local_folder(ckpt_path, _cache())
+    if kind_of(local) != "classifier":
+        raise CheckpointError(f"{ckpt_path}: a masked-LM checkpoint; tfsent.beam scores classifiers (evaluate a "
+                              "masked LM with tfsent.predict)")
+    meta_path = local / META_FILE
+    try:
+        meta = json.loads(meta_path.read_text())
+    except FileNotFoundError:
+        raise CheckpointError(f"{meta_path}: missing; not a tfsent classifier directory") from None
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"{meta_path}: unreadable ({e})") from e
+    limit = model_max_length(read_config(local))
+    cap = limit if max_length is None else min(max_length, limit)
+    # The classifier predictor's feature rule: BERT reads segment ids, RoBERTa does not.
+    features = ("input_ids", "attention_mask") + (("token_type_ids",) if meta.get("arch") == "bert" else ())
+    return ModelFacts(features, bucket_lengths(buckets, cap), tuple(meta.get("label_names", ())))
+
+
+def bucket_boundaries(lengths: Sequence[int]) -> list[int]:
+    """Beam's lower-inclusive boundaries for tfsent's buckets.
+
+    tfsent puts a row of ``n`` tokens in the smallest bucket ``>= n``, i.e. bucket ``i`` holds lengths in
+    ``(lengths[i-1], lengths[i]]``; Beam's bucket ``i`` holds ``[boundaries[i-1], boundaries[i])``, hence ``+ 1``.
+    """
+    return [int(b) + 1 for b in lengths[:-1]]
+
+
+def _cache() -> pathlib.Path:
+    cache = pathlib.Path(tempfile.gettempdir()) / "tfsent-beam-ckpt"
+    cache.mkdir(exist_ok=True)
+    return cache
+
+
+@dataclasses.dataclass
+class LoadedModel:
+    """A worker's predictor and its strategy; ``lock`` serialises ``model.predict`` between worker threads."""
+
+    predictor: Predictor
+    strategy: tf.distribute.Strategy
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+
+
+class ClassifierHandler(ModelHandler):
+    """Scores :class:`~tfsent.beam.read.Unit` s with a tfsent classifier; each result's ``inference`` is the
+    unit's output columns (``tfsent.inference.classifier``: ``n_tokens``, ``label``, ``label_id``, ``prob_*``,
+    and ``truncated`` for rows).
+
+    Args:
+        ckpt_path: the checkpoint folder (local, or remote: copied to each worker once).
+        facts: from :func:`describe`.
+        global_batch_size: rows per batch over the worker's replicas.
+        strategy: the worker's strategy name (``tfsent.runtime.strategy.make_strategy``).
+        precision: ``float32`` or a ``tfsent.runtime.precision`` policy.
+        jit_compile: XLA-compile the predict step; None picks per strategy.
+        documents: the units are document chunks (never truncated, no ``truncated`` column).
+    """
+
+    def __init__(self, ckpt_path: str, facts: ModelFacts, *, global_batch_size: int, strategy: str,
+                 precision: str, jit_compile: bool | None, documents: bool):
+        super().__init__(min_batch_size=global_batch_size, max_batch_size=global_batch_size,
+                         max_batch_duration_secs=BATCH_WAIT_S, batch_length_fn=unit_length,
+                         batch_bucket_boundaries=bucket_boundaries(facts.lengths))
+        self._ckpt, self._facts, self._batch = ckpt_path, facts, global_batch_size
+        self._strategy, self._precision, self._jit, self._documents = strategy, precision, jit_compile, documents
+
+    def load_model(self) -> LoadedModel:
+        from tfsent.runtime.strategy import make_strategy
+
+        strategy = make_strategy(self._strategy)
+        if self._precision != "float32":
+            from tfsent.runtime.precision import set_policy
+            set_policy(self._precision, strategy)
+        predictor = load_predictor(files.local_folder(self._ckpt, _cache()), strategy,
+                                   max_length=self._facts.lengths[-1], jit_compile=self._jit,
+                                   steps_per_execution=1, mask_seed=0)
+        if predictor.features != self._facts.features or tuple(predictor.label_names) != self._facts.label_names:
+            raise UserError(f"{self._ckpt}: the model reads {predictor.features} with labels "
+                            f"{predictor.label_names}, its metadata says {self._facts.features}, "
+                            f"{self._facts.label_names}")
+        return LoadedModel(predictor, strategy)
+
+    def run_inference(self, batch: Sequence[Unit], model: LoadedModel,
+                      inference_args: dict | None = None) -> Iterable[PredictionResult]:
+        features = self._facts.features
+        tokens = TokenRows.from_ragged({f: [u.tokens[f] for u in batch] for f in features},
+                                       np.asarray([u.truncated for u in batch], bool))
+        with model.lock:
+            out = predict_bucketed(model.predictor.model, model.strategy, tokens, buckets=self._facts.lengths,
+                                   global_batch_size=self._batch, pad_values=model.predictor.pad_values)
+        columns = model.predictor.columns(out, tokens, with_truncated=not self._documents)
+        return [PredictionResult(unit, {k: columns[k][i] for k in columns}) for i, unit in enumerate(batch)]
+
+    def get_metrics_namespace(self) -> str:
+        return "tfsent"
