@@ -1,7 +1,6 @@
 """tfsent.beam on the DirectRunner gives what tfsent.predict gives: the same rows, columns, labels and order, and
 probabilities within 1e-5; a user's mistake fails clearly and leaves no output."""
 
-import bisect
 import dataclasses
 import shutil
 
@@ -11,13 +10,17 @@ import pytest
 
 pytest.importorskip("apache_beam", reason="apache-beam is not installed: the beam extra (make install-beam)")
 
-from tfsent.beam.handler import bucket_boundaries  # noqa: E402
+import apache_beam as beam  # noqa: E402
+from apache_beam.testing.util import assert_that, equal_to  # noqa: E402
+
+from tfsent.beam.handler import BucketBatches, bucket_of  # noqa: E402
+from tfsent.beam.read import Unit  # noqa: E402
 from tfsent.beam.options import BeamOptions  # noqa: E402
 from tfsent.beam.pipeline import score  # noqa: E402
 from tfsent.data.errors import DataError  # noqa: E402
 from tfsent.data.sources import read_records  # noqa: E402
 from tfsent.inference.driver import predict  # noqa: E402
-from tfsent.inference.engine import DEFAULT_BUCKETS, assign_buckets, bucket_lengths  # noqa: E402
+from tfsent.inference.engine import assign_buckets  # noqa: E402
 from tfsent.inference.options import PredictOptions  # noqa: E402
 from tfsent.inference.outputs import OutputError  # noqa: E402
 
@@ -25,9 +28,10 @@ from helpers.tiny import LABELS, tiny_checkpoint  # noqa: E402
 
 PROBS = [f"prob_{n}" for n in LABELS]
 # Two worker threads and blocks of 64 rows: results come back out of order and are merged from several blocks.
-BEAM = BeamOptions(strategy="cpu", global_batch_size=8, block_size=64,
+# Graph mode, not XLA, in both: compiling a dozen bucket shapes twice would dominate the test's time.
+BEAM = BeamOptions(strategy="cpu", global_batch_size=8, block_size=64, jit_compile=False,
                    pipeline_options=("--direct_num_workers=2", "--direct_running_mode=multi_threading"))
-PREDICT = PredictOptions(strategy="cpu", global_batch_size=8, progress=False)
+PREDICT = PredictOptions(strategy="cpu", global_batch_size=8, jit_compile=False, progress=False)
 
 
 @pytest.fixture(scope="module")
@@ -43,12 +47,19 @@ def _same_scores(beam: pd.DataFrame, ref: pd.DataFrame) -> None:
     np.testing.assert_allclose(beam[inexact].to_numpy(float), ref[inexact].to_numpy(float), atol=1e-5)
 
 
-def test_beam_buckets_are_the_engines():
-    lengths = bucket_lengths(DEFAULT_BUCKETS, 512)
-    boundaries = bucket_boundaries(lengths)
-    n = np.arange(1, 513)
-    beam_bucket = [bisect.bisect_right(boundaries, int(k)) for k in n]  # Beam's WithLengthBucketKey rule
-    assert beam_bucket == assign_buckets(n, lengths).tolist()
+def test_slabs_hold_one_bucket_and_only_a_buckets_last_is_partial():
+    lengths = (16, 32, 64)
+    n_tokens = np.random.RandomState(0).randint(3, 65, size=200)
+    units = [Unit((i, 0), 1, {}, {"input_ids": np.zeros(n, np.int32)}) for i, n in enumerate(n_tokens)]
+    per_bucket = np.bincount(assign_buckets(n_tokens, lengths), minlength=3)
+
+    def describe(slab):
+        return sorted({bucket_of(u, lengths) for u in slab}), len(slab)
+
+    with beam.Pipeline() as p:
+        slabs = p | beam.Create(units) | BucketBatches(lengths, slab_rows=16) | beam.Map(describe)
+        expected = [([b], min(16, n - k)) for b, n in enumerate(per_bucket) for k in range(0, n, 16)]
+        assert_that(slabs, equal_to(expected))
 
 
 def test_200_phrasebank_sentences_as_predict(ckpt, tmp_path, shared_data):

@@ -1,10 +1,18 @@
-"""The ``RunInference`` model handler: a tfsent classifier checkpoint, loaded once per worker through tfsent's
-predictor, scoring length-bucketed batches with tfsent's engine.
+"""Length-bucketed batches, and the ``RunInference`` model handler that scores them: a tfsent classifier
+checkpoint, loaded once per worker through tfsent's predictor, run by tfsent's engine.
 
-Beam batches the units by token length (``batch_length_fn`` + ``batch_bucket_boundaries`` = tfsent's buckets),
-so a batch holds rows of one bucket and the engine (:func:`tfsent.inference.engine.predict_bucketed`) pads it to
-that bucket with its filler rows: a worker compiles one shape per bucket it sees, a handful, not one per batch,
-and the engine's exact id check guards every batch.
+Batching: every unit is keyed by its bucket (the smallest of tfsent's bucket lengths that holds it), one
+``GroupByKey`` gathers each bucket, and its rows are cut into slabs of whole global batches that a ``Reshuffle``
+spreads over the workers. A slab holds one bucket, so the engine (:func:`tfsent.inference.engine.predict_bucketed`)
+runs it in one compiled shape and pads only its last batch with filler rows; a worker compiles one shape per
+bucket it sees, a handful, and only each bucket's final slab can be partial, as in ``tfsent.predict``.
+
+Beam 2.77's own length-bucketed batching (``ModelHandler(batch_length_fn=..., batch_bucket_boundaries=...)``) works
+only on its stateful path (``max_batch_duration_secs``: a processing-time timer; ``GroupIntoBatches`` declares one
+too). The DirectRunner runs no such pipeline on its portable runner: it falls back to the legacy
+BundleBasedDirectRunner, which ignores ``direct_num_workers``, and there a smoke run lost every scored row at the
+next ``GroupByKey`` (the writer's exact check refused the output). A plain ``GroupByKey`` runs the same way on
+every runner; so ``RunInference`` gets whole slabs (``max_batch_size=1``).
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ import tempfile
 import threading
 from collections.abc import Iterable, Sequence
 
+import apache_beam as beam
 import numpy as np
 import tensorflow as tf
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult
@@ -23,14 +32,14 @@ from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 from tfsent.beam import files
 from tfsent.beam.read import Unit, unit_length
 from tfsent.errors import UserError
-from tfsent.inference.engine import bucket_lengths, predict_bucketed
+from tfsent.inference.engine import assign_buckets, bucket_lengths, predict_bucketed
 from tfsent.inference.predictor import Predictor, kind_of, load_predictor
 from tfsent.inference.tokens import TokenRows
 from tfsent.models.classifier import META_FILE
 from tfsent.models.loading import CheckpointError, model_max_length, read_config
 
-# Seconds a partial batch of one bucket may wait for more rows before it is scored (padded with fillers).
-BATCH_WAIT_S = 10
+# Global batches per slab: one predict call (one dataset, one host round trip) scores a slab.
+SLAB_BATCHES = 16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,13 +81,41 @@ def describe(ckpt_path: str, buckets: Sequence[int], max_length: int | None) -> 
     return ModelFacts(features, bucket_lengths(buckets, cap), tuple(meta.get("label_names", ())))
 
 
-def bucket_boundaries(lengths: Sequence[int]) -> list[int]:
-    """Beam's lower-inclusive boundaries for tfsent's buckets.
+def bucket_of(unit: Unit, lengths: Sequence[int]) -> int:
+    """Index of the smallest bucket length that holds the unit (:func:`tfsent.inference.engine.assign_buckets`)."""
+    return int(assign_buckets(np.asarray([unit_length(unit)]), lengths)[0])
 
-    tfsent puts a row of ``n`` tokens in the smallest bucket ``>= n``, i.e. bucket ``i`` holds lengths in
-    ``(lengths[i-1], lengths[i]]``; Beam's bucket ``i`` holds ``[boundaries[i-1], boundaries[i])``, hence ``+ 1``.
+
+class BucketBatches(beam.PTransform):
+    """Units in; lists of units of one bucket out, ``slab_rows`` at most, spread over the workers.
+
+    Args:
+        lengths: the bucket lengths (the last is the truncation length: no unit is longer).
+        slab_rows: rows per slab, a multiple of the global batch.
     """
-    return [int(b) + 1 for b in lengths[:-1]]
+
+    def __init__(self, lengths: Sequence[int], slab_rows: int):
+        super().__init__()
+        self._lengths, self._slab = tuple(lengths), slab_rows
+
+    def expand(self, units):
+        lengths, slab = self._lengths, self._slab
+        return (units
+                | "BucketKey" >> beam.Map(lambda u: (bucket_of(u, lengths), u))
+                | "GroupBuckets" >> beam.GroupByKey()
+                | "Slabs" >> beam.FlatMap(lambda kv: _slabs(kv[1], slab))
+                | "SpreadSlabs" >> beam.Reshuffle())
+
+
+def _slabs(units: Iterable[Unit], size: int) -> Iterable[list[Unit]]:
+    slab = []
+    for unit in units:
+        slab.append(unit)
+        if len(slab) == size:
+            yield slab
+            slab = []
+    if slab:
+        yield slab
 
 
 def _cache() -> pathlib.Path:
@@ -97,9 +134,9 @@ class LoadedModel:
 
 
 class ClassifierHandler(ModelHandler):
-    """Scores :class:`~tfsent.beam.read.Unit` s with a tfsent classifier; each result's ``inference`` is the
-    unit's output columns (``tfsent.inference.classifier``: ``n_tokens``, ``label``, ``label_id``, ``prob_*``,
-    and ``truncated`` for rows).
+    """Scores slabs of :class:`~tfsent.beam.read.Unit` s (from :class:`BucketBatches`) with a tfsent classifier;
+    a result's ``inference`` holds each unit's output columns (``tfsent.inference.classifier``: ``n_tokens``,
+    ``label``, ``label_id``, ``prob_*``, and ``truncated`` for rows), in the slab's order.
 
     Args:
         ckpt_path: the checkpoint folder (local, or remote: copied to each worker once).
@@ -113,9 +150,7 @@ class ClassifierHandler(ModelHandler):
 
     def __init__(self, ckpt_path: str, facts: ModelFacts, *, global_batch_size: int, strategy: str,
                  precision: str, jit_compile: bool | None, documents: bool):
-        super().__init__(min_batch_size=global_batch_size, max_batch_size=global_batch_size,
-                         max_batch_duration_secs=BATCH_WAIT_S, batch_length_fn=unit_length,
-                         batch_bucket_boundaries=bucket_boundaries(facts.lengths))
+        super().__init__(min_batch_size=1, max_batch_size=1)  # an example is a whole slab
         self._ckpt, self._facts, self._batch = ckpt_path, facts, global_batch_size
         self._strategy, self._precision, self._jit, self._documents = strategy, precision, jit_compile, documents
 
@@ -135,16 +170,19 @@ class ClassifierHandler(ModelHandler):
                             f"{self._facts.label_names}")
         return LoadedModel(predictor, strategy)
 
-    def run_inference(self, batch: Sequence[Unit], model: LoadedModel,
+    def run_inference(self, batch: Sequence[list[Unit]], model: LoadedModel,
                       inference_args: dict | None = None) -> Iterable[PredictionResult]:
+        return [PredictionResult(slab, self._score(slab, model)) for slab in batch]
+
+    def _score(self, slab: list[Unit], model: LoadedModel) -> list[dict]:
         features = self._facts.features
-        tokens = TokenRows.from_ragged({f: [u.tokens[f] for u in batch] for f in features},
-                                       np.asarray([u.truncated for u in batch], bool))
+        tokens = TokenRows.from_ragged({f: [u.tokens[f] for u in slab] for f in features},
+                                       np.asarray([u.truncated for u in slab], bool))
         with model.lock:
             out = predict_bucketed(model.predictor.model, model.strategy, tokens, buckets=self._facts.lengths,
                                    global_batch_size=self._batch, pad_values=model.predictor.pad_values)
         columns = model.predictor.columns(out, tokens, with_truncated=not self._documents)
-        return [PredictionResult(unit, {k: columns[k][i] for k in columns}) for i, unit in enumerate(batch)]
+        return [{k: columns[k][i] for k in columns} for i in range(len(slab))]
 
     def get_metrics_namespace(self) -> str:
         return "tfsent"

@@ -3,7 +3,8 @@
 ::
 
     Read (rows of one file, or documents)  -> (units, count)
-    units -> RunInference(ClassifierHandler)           length-bucketed batches, tfsent's engine
+    units -> BucketBatches                             keyed by bucket, GroupByKey, slabs of whole batches
+          -> RunInference(ClassifierHandler)           a slab per call, tfsent's engine
           -> (block, (key, chunks, columns))           block = position // block_size
           -> GroupByKey -> WriteBlocks(count)          sorted, checked, one Parquet file per block
           -> ToList -> MergeBlocks(count)              blocks 0..N-1 streamed into the output, in order
@@ -14,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import pathlib
+import re
 import time
 import uuid
 
@@ -22,16 +24,21 @@ from apache_beam.ml.inference.base import RunInference
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from tfsent.beam import files
-from tfsent.beam.handler import ClassifierHandler, describe
+from tfsent.beam.handler import SLAB_BATCHES, BucketBatches, ClassifierHandler, describe
 from tfsent.beam.options import BeamOptions
 from tfsent.beam.read import ReadUnits, document_id, list_documents
 from tfsent.beam.write import MergeBlocks, WriteBlocks, chunks_path
 from tfsent.data.errors import DataError
+from tfsent.errors import UserError
 from tfsent.inference import inputs, outputs
 from tfsent.inference.inputs import TextSource
 from tfsent.inference.outputs import OutputError
 
 log = logging.getLogger(__name__)
+
+# "tfsent.data.errors.DataError: in.csv:3: empty text [while running 'Read/Parse']" in a worker's traceback text.
+_ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?(\w+): (.+)$")
+_RUNNING = re.compile(r" \[while running '[^']*'\]$")
 
 
 def check_paths(input: str, output: str, overwrite: bool) -> None:
@@ -51,9 +58,9 @@ def check_paths(input: str, output: str, overwrite: bool) -> None:
                           "output")
 
 
-def _key(result, block_size: int):
-    unit = result.example
-    return unit.key[0] // block_size, (unit.key, unit.chunks, {**unit.columns, **result.inference})
+def _keyed(result, block_size: int):
+    for unit, scores in zip(result.example, result.inference):
+        yield unit.key[0] // block_size, (unit.key, unit.chunks, {**unit.columns, **scores})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,8 +102,9 @@ def build(pipeline: beam.Pipeline, ckpt_path: str, input: str, output: str, opti
                                 strategy=options.strategy, precision=options.precision,
                                 jit_compile=options.jit_compile, documents=documents is not None)
     keyed = (units
+             | "Batch" >> BucketBatches(facts.lengths, options.global_batch_size * SLAB_BATCHES)
              | "Score" >> RunInference(handler)
-             | "KeyByBlock" >> beam.Map(_key, size))
+             | "KeyByBlock" >> beam.FlatMap(_keyed, size))
     if documents is not None:
         # Every block of documents is written, even one whose documents are all empty (no chunk to carry it).
         markers = pipeline | "Blocks" >> beam.Create([(b, None) for b in range(-(-len(documents) // size))])
@@ -154,14 +162,27 @@ def score(ckpt_path: str, input: str, output: str, options: BeamOptions = BeamOp
     return summary
 
 
-def _user_error(error: BaseException):
-    """The tfsent ``UserError`` a runner wrapped (a bad row raised on a worker), or None."""
-    from tfsent.errors import UserError
+def _user_error(error: BaseException) -> UserError | None:
+    """The tfsent ``UserError`` behind a failed run (a bad row raised on a worker), or None for a bug.
 
+    An in-process runner keeps the exception in the chain; the portable runner passes only its traceback text,
+    whose last ``<module>.<Class>: message`` line of a ``UserError`` subclass is rebuilt here.
+    """
     seen = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        if isinstance(error, UserError):
-            return error
-        error = error.__cause__ or error.__context__
-    return None
+    cause = error
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, UserError):
+            return cause
+        cause = cause.__cause__ or cause.__context__
+    kinds = {c.__name__: c for c in _subclasses(UserError)}
+    found = None
+    for line in str(error).splitlines():
+        match = _ERROR_LINE.match(line.strip())
+        if match and match.group(1) in kinds:
+            found = kinds[match.group(1)](_RUNNING.sub("", match.group(2)))
+    return found
+
+
+def _subclasses(cls: type) -> list[type]:
+    return [cls] + [s for sub in cls.__subclasses__() for s in _subclasses(sub)]
