@@ -67,6 +67,13 @@ def local_folder(path: str, cache: pathlib.Path) -> pathlib.Path:
     return target
 
 
+def checkpoint_cache() -> pathlib.Path:
+    """The worker's scratch folder for remote checkpoints (one copy per worker machine, reused by its processes)."""
+    cache = pathlib.Path(tempfile.gettempdir()) / "tfsent-beam-ckpt"
+    cache.mkdir(exist_ok=True)
+    return cache
+
+
 def list_files(pattern: str) -> list[str]:
     """The paths matching a local or remote glob, sorted."""
     return sorted(m.path for m in FileSystems.match([pattern])[0].metadata_list)

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import pathlib
-import tempfile
 import threading
 from collections.abc import Iterable, Sequence
 
@@ -63,7 +61,7 @@ def describe(ckpt_path: str, buckets: Sequence[int], max_length: int | None) -> 
     Raises:
         CheckpointError: not a classifier checkpoint (a masked LM is evaluated with ``tfsent.predict``).
     """
-    local = files.local_folder(ckpt_path, _cache())
+    local = files.local_folder(ckpt_path, files.checkpoint_cache())
     if kind_of(local) != "classifier":
         raise CheckpointError(f"{ckpt_path}: a masked-LM checkpoint; tfsent.beam scores classifiers (evaluate a "
                               "masked LM with tfsent.predict)")
@@ -118,12 +116,6 @@ def _slabs(units: Iterable[Unit], size: int) -> Iterable[list[Unit]]:
         yield slab
 
 
-def _cache() -> pathlib.Path:
-    cache = pathlib.Path(tempfile.gettempdir()) / "tfsent-beam-ckpt"
-    cache.mkdir(exist_ok=True)
-    return cache
-
-
 @dataclasses.dataclass
 class LoadedModel:
     """A worker's predictor and its strategy; ``lock`` serialises ``model.predict`` between worker threads."""
@@ -161,7 +153,7 @@ class ClassifierHandler(ModelHandler):
         if self._precision != "float32":
             from tfsent.runtime.precision import set_policy
             set_policy(self._precision, strategy)
-        predictor = load_predictor(files.local_folder(self._ckpt, _cache()), strategy,
+        predictor = load_predictor(files.local_folder(self._ckpt, files.checkpoint_cache()), strategy,
                                    max_length=self._facts.lengths[-1], jit_compile=self._jit,
                                    steps_per_execution=1, mask_seed=0)
         if predictor.features != self._facts.features or tuple(predictor.label_names) != self._facts.label_names:

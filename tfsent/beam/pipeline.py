@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import dataclasses
-import logging
 import pathlib
 import re
 import time
@@ -34,7 +33,6 @@ from tfsent.inference import inputs, outputs
 from tfsent.inference.inputs import TextSource
 from tfsent.inference.outputs import OutputError
 
-log = logging.getLogger(__name__)
 
 # "tfsent.data.errors.DataError: in.csv:3: empty text [while running 'Read/Parse']" in a worker's traceback text.
 _ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?(\w+): (.+)$")

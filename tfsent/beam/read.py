@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
-import tempfile
 
 import apache_beam as beam
 import numpy as np
 
 from tfsent.beam import files
+from tfsent.data.errors import DataError
 from tfsent.inference import documents as docs_lib
 from tfsent.inference.inputs import DocumentSource, TextSource, read_document
 from tfsent.inference.tokens import tokenize_texts
@@ -61,9 +61,7 @@ class _Tokenizing(beam.DoFn):
         self._tokenizer = None
 
     def setup(self):
-        cache = pathlib.Path(tempfile.gettempdir()) / "tfsent-beam-ckpt"
-        cache.mkdir(exist_ok=True)
-        self._tokenizer = load_tokenizer(files.local_folder(self._ckpt, cache))
+        self._tokenizer = load_tokenizer(files.local_folder(self._ckpt, files.checkpoint_cache()))
 
 
 class ReadRows(beam.DoFn):
@@ -133,8 +131,6 @@ def list_documents(folder: str, encoding: str | None) -> list[str]:
     if files.is_local(folder):
         return [str(p) for p in DocumentSource(folder, encoding).files]
     found = [p for p in files.list_files(folder.rstrip("/") + "/*") if p.lower().endswith(".txt")]
-    from tfsent.data.errors import DataError
-
     if not found:
         raise DataError(f"{folder}: no .txt documents")
     stems = [document_id(p) for p in found]
