@@ -131,6 +131,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     from bench import machine
 
+    desc = machine.describe()  # before the rounds: its load average is the one they started under
     start = time.perf_counter()
     ckpt = checkpoint(args.model)
     with tempfile.TemporaryDirectory(prefix="tfsent-bench-beam-") as tmp:
@@ -146,7 +147,7 @@ def main(argv=None) -> int:
         modes = [Mode("predict", args.rows, predict.run), Mode("beam", args.rows, beam.run)]
         series = run_rounds(modes, args.rounds, log=lambda line: print(line, file=sys.stderr, flush=True))
         check = compare(work / "predict.csv", work / "beam.csv")
-    text = section(args, machine.describe(), series, speedup(series["beam"], series["predict"]), check,
+    text = section(args, desc, series, speedup(series["beam"], series["predict"]), check,
                    time.perf_counter() - start)
     print(text)
     if args.out:

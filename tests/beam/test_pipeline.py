@@ -77,6 +77,16 @@ def test_200_phrasebank_sentences_as_predict(ckpt, tmp_path, shared_data):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["beam.csv", "predict.csv", "sentences.csv"]
 
 
+def test_text_lines_to_jsonl_as_predict(ckpt, tmp_path):
+    (tmp_path / "in.txt").write_text("".join(f"Operating profit rose {i} percent in quarter {i}.\n"
+                                             for i in range(30)))
+    predict(ckpt, tmp_path / "in.txt", tmp_path / "predict.jsonl", PREDICT)
+    score(ckpt, tmp_path / "in.txt", tmp_path / "beam.jsonl", BEAM)
+    beam = pd.read_json(tmp_path / "beam.jsonl", lines=True)
+    assert beam["row"].tolist() == list(range(30))
+    _same_scores(beam, pd.read_json(tmp_path / "predict.jsonl", lines=True))
+
+
 def test_three_transcripts_as_predict(ckpt, tmp_path, transcripts_dir):
     folder = tmp_path / "docs"
     folder.mkdir()
