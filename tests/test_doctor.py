@@ -23,3 +23,11 @@ def test_problems_name_each_mismatch():
     assert any(p.startswith("tf-keras ") and "does not match TensorFlow 2.99" in p for p in found), found
     assert any("tfsent needs exactly 9.9.9" in p for p in found), found
     assert doctor.problems() == []
+
+
+def test_an_installed_extra_outside_its_tested_range_is_a_problem():
+    spec = dict(stack.load(), extras={"beam": ["tensorboard<0.1"]})  # an installed package stands in for beam
+    found = doctor.problems(spec)
+    assert any(p.startswith("tensorboard ") and "the beam extra is tested on <0.1" in p
+               and "make install-beam" in p for p in found), found
+    assert not [p for p in doctor.problems(dict(stack.load(), extras={"beam": ["not-installed-pkg==1.0"]}))]

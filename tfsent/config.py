@@ -140,6 +140,25 @@ class TrainerSpec:
             raise ConfigError(f"trainer.steps_per_epoch must be >= 1 or null, got {self.steps_per_epoch}")
 
 
+def scoring_options(cls: type[T], cfg: DictConfig, key: str, skip: typing.Collection[str]) -> T:
+    """The typed options of a scoring entry's config (``predict``, ``beam``).
+
+    Args:
+        cls: the options dataclass; its ``documents`` field's dataclass types the ``documents`` node.
+        cfg: the composed config.
+        key: the config's name, for error messages.
+        skip: top-level keys that are not options (paths, ``hydra``, ``verbose``).
+
+    Raises:
+        ConfigError: an unknown key (a typo) in the config or in ``documents``, or a bad value.
+    """
+    values = {k: v for k, v in to_container(cfg).items() if k not in skip}
+    values["strategy"] = strategy_name(cfg.strategy)
+    values["documents"] = spec_from_config(typing.get_type_hints(cls)["documents"], cfg.get("documents"),
+                                           "documents")
+    return spec_from_config(cls, values, key)
+
+
 def strategy_name(node: Any) -> str:
     """The ``make_strategy`` string for a ``strategy`` config group (``virtual_cpu`` + replicas, tpu + address)."""
     values = dict(to_container(node) or {})

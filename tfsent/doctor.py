@@ -13,6 +13,8 @@ import importlib.util
 import platform
 import sys
 
+from packaging.requirements import Requirement
+
 from tfsent import stack
 
 # Printed with their versions: what decides whether a run behaves like the tested one.
@@ -56,6 +58,13 @@ def problems(spec: dict | None = None) -> list[str]:
     if (version := _version("transformers")) != spec["transformers"]:
         found.append(f"transformers {version or 'is missing'}; tfsent needs exactly {spec['transformers']} "
                      "(v5 removed the TensorFlow classes)")
+    for extra, pins in stack.extras(spec).items():
+        for pin in pins:
+            requirement = Requirement(pin)
+            version = _version(requirement.name)
+            if version is not None and version not in requirement.specifier:
+                found.append(f"{requirement.name} {version} is installed; the {extra} extra is tested on "
+                             f"{requirement.specifier} (tfsent/stack.toml): run `make install-{extra}`")
     if importlib.util.find_spec("tensorboard") is None:
         found.append("tensorboard is missing (the default TensorBoard callback needs it): pip install -e .")
     return found

@@ -15,9 +15,8 @@ import sys
 
 from omegaconf import DictConfig
 
-from tfsent.config import require, spec_from_config, strategy_name, to_container
+from tfsent.config import require, scoring_options
 from tfsent.inference import driver
-from tfsent.inference.documents import ChunkOptions
 from tfsent.inference.options import PredictOptions
 from tfsent.runtime.cli import hydra_entry
 
@@ -35,10 +34,7 @@ def options_from_config(cfg: DictConfig) -> PredictOptions:
     Raises:
         ConfigError: an unknown key (a typo) in the config or in ``documents``.
     """
-    values = {k: v for k, v in to_container(cfg).items() if k not in NOT_OPTIONS}
-    values["strategy"] = strategy_name(cfg.strategy)
-    values["documents"] = spec_from_config(ChunkOptions, cfg.get("documents"), "documents")
-    return spec_from_config(PredictOptions, values, "predict")
+    return scoring_options(PredictOptions, cfg, "predict", NOT_OPTIONS)
 
 
 def predict(cfg: DictConfig) -> dict:

@@ -7,6 +7,7 @@ before anything else is in place), so it imports nothing but the standard librar
     python tfsent/stack.py tensorflow    # the TensorFlow major.minor, e.g. 2.20
     python tfsent/stack.py tpu-plan      # what a TPU VM must uninstall / keep / install (scripts/colab_tpu.sh)
     python tfsent/stack.py base-deps     # tfsent's dependencies without the tensorflow-cpu wheel (from a checkout)
+    python tfsent/stack.py extras        # the optional extras' names (beam, ...)
 """
 
 from __future__ import annotations
@@ -44,6 +45,11 @@ def runtime_pins(stack: dict | None = None) -> list[str]:
     stack = stack or load()
     return [f"tensorflow-cpu=={stack['tensorflow']}.*; sys_platform == 'linux' and platform_machine == 'x86_64'",
             f"transformers=={stack['transformers']}"]
+
+
+def extras(stack: dict | None = None) -> dict[str, list[str]]:
+    """Requirement lines of each optional extra (``{"beam": ["apache-beam>=2.77,<2.78"]}``)."""
+    return {name: list(pins) for name, pins in (stack or load()).get("extras", {}).items()}
 
 
 def installed_tensorflow() -> dict[str, str]:
@@ -93,7 +99,8 @@ def main(argv: list[str]) -> int:
                 "tensorflow": tensorflow_version,
                 "transformers": lambda: load()["transformers"],
                 "tpu-plan": lambda: "\n".join(tpu_plan(installed_tensorflow())),
-                "base-deps": lambda: "\n".join(base_dependencies())}
+                "base-deps": lambda: "\n".join(base_dependencies()),
+                "extras": lambda: "\n".join(extras())}
     if len(argv) != 1 or argv[0] not in commands:
         print(f"usage: python tfsent/stack.py {{{'|'.join(commands)}}}", file=sys.stderr)
         return 2

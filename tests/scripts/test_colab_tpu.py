@@ -76,3 +76,13 @@ def test_one_place_for_versions():
     assert f"transformers=={stack.load()['transformers']}" in requires
     assert "tfsent/stack.py no-deps" in (REPO / "Makefile").read_text()
     assert md.version("tf-keras").startswith(TF + ".")
+
+
+def test_beam_extra_is_plain_apache_beam_from_the_stack_file():
+    """The beam extra's pins come from stack.toml; Beam's [tensorflow]/[transformers] extras would add a second
+    TensorFlow or torch."""
+    from packaging.requirements import Requirement
+
+    pins = [Requirement(p) for p in stack.extras()["beam"]]
+    assert [(r.name, r.extras) for r in pins] == [("apache-beam", set())]
+    assert "install-beam" in (REPO / "Makefile").read_text()

@@ -1,0 +1,52 @@
+"""Every setting of a Beam scoring run, typed (``conf/beam.yaml`` holds the defaults and says what each does)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from tfsent.inference.documents import ChunkOptions
+from tfsent.inference.engine import DEFAULT_BUCKETS
+
+
+@dataclasses.dataclass(frozen=True)
+class BeamOptions:
+    """How to read the input, score it on Beam's workers and write the output.
+
+    The keys shared with ``conf/predict.yaml`` mean the same there and here; ``runner`` and ``pipeline_options``
+    go to Beam's ``PipelineOptions`` (``--project=...``, ``--direct_num_workers=2``, ...).
+    """
+
+    input_format: str = "auto"
+    text_column: str = "text"
+    id_column: str | None = None
+    encoding: str | None = None
+    output_format: str | None = None
+    global_batch_size: int = 64
+    buckets: tuple[int, ...] = DEFAULT_BUCKETS
+    max_length: int | None = None
+    documents: ChunkOptions = ChunkOptions()
+    precision: str = "float32"
+    jit_compile: bool | None = None
+    strategy: str = "auto"
+    overwrite: bool = False
+    runner: str = "DirectRunner"
+    pipeline_options: tuple[str, ...] | Mapping[str, str] = ()
+    block_size: int = 50_000
+
+    def __post_init__(self):
+        object.__setattr__(self, "buckets", tuple(int(b) for b in self.buckets))
+        if isinstance(self.documents, Mapping):
+            object.__setattr__(self, "documents", ChunkOptions(**self.documents))
+        if isinstance(self.pipeline_options, Mapping):
+            flags = tuple(f"--{k}={v}" for k, v in self.pipeline_options.items())
+            object.__setattr__(self, "pipeline_options", flags)
+        else:
+            object.__setattr__(self, "pipeline_options", tuple(str(f) for f in self.pipeline_options))
+        if self.global_batch_size < 1:
+            raise ValueError(f"global_batch_size must be >= 1, got {self.global_batch_size}")
+        if self.block_size < 1:
+            raise ValueError(f"block_size must be >= 1, got {self.block_size}")
+        bad = [f for f in self.pipeline_options if not f.startswith("--")]
+        if bad:
+            raise ValueError(f"pipeline_options: {bad[0]!r} is not a Beam flag; write it as --name=value")

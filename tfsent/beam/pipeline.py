@@ -1,0 +1,186 @@
+"""The Beam graph of a scoring run, and the run: read -> tokenize -> ``RunInference`` -> ordered write.
+
+::
+
+    Read (rows of one file, or documents)  -> (units, count)
+    units -> BucketBatches                             keyed by bucket, GroupByKey, slabs of whole batches
+          -> RunInference(ClassifierHandler)           a slab per call, tfsent's engine
+          -> (block, (key, chunks, columns))           block = position // block_size
+          -> GroupByKey -> WriteBlocks(count)          sorted, checked, one Parquet file per block
+          -> ToList -> MergeBlocks(count)              blocks 0..N-1 streamed into the output, in order
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import re
+import time
+import uuid
+
+import apache_beam as beam
+from apache_beam.ml.inference.base import RunInference
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from tfsent.beam import files
+from tfsent.beam.handler import SLAB_BATCHES, BucketBatches, ClassifierHandler, describe
+from tfsent.beam.options import BeamOptions
+from tfsent.beam.read import ReadUnits, document_id, list_documents
+from tfsent.beam.write import MergeBlocks, WriteBlocks, chunks_path
+from tfsent.data.errors import DataError
+from tfsent.errors import UserError
+from tfsent.inference import inputs, outputs
+from tfsent.inference.inputs import TextSource
+from tfsent.inference.outputs import OutputError
+
+
+# "tfsent.data.errors.DataError: in.csv:3: empty text [while running 'Read/Parse']" in a worker's traceback text.
+_ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?(\w+): (.+)$")
+_RUNNING = re.compile(r" \[while running '[^']*'\]$")
+
+
+def check_paths(input: str, output: str, overwrite: bool) -> None:
+    """Refuse an output that is the input, a folder, or exists without ``overwrite`` (local or remote paths).
+
+    Raises:
+        OutputError: naming the output.
+    """
+    if files.is_local(input) and files.is_local(output):
+        if pathlib.Path(input).resolve() == pathlib.Path(output).resolve():
+            raise OutputError(f"output={output} is the input {input}; choose another output, the input would be "
+                              "destroyed")
+        if pathlib.Path(output).is_dir():
+            raise OutputError(f"output={output} is a folder; name a file (.csv, .jsonl or .parquet)")
+    if files.exists(output) and not overwrite:
+        raise OutputError(f"output={output} already exists; pass overwrite=true to replace it, or choose another "
+                          "output")
+
+
+def _keyed(result, block_size: int):
+    for unit, scores in zip(result.example, result.inference):
+        yield unit.key[0] // block_size, (unit.key, unit.chunks, {**unit.columns, **scores})
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What :func:`build` decided: the input format, the documents (in output order) and the blocks' folder
+    (removed by the final step; the caller removes it after a failure)."""
+
+    fmt: str
+    documents: list[str] | None
+    folder: str
+
+
+def build(pipeline: beam.Pipeline, ckpt_path: str, input: str, output: str, options: BeamOptions) -> Plan:
+    """Add the scoring graph to ``pipeline``; checks that can fail before compute run here, at build time.
+
+    Raises:
+        DataError: an unreadable or unsupported input. OutputError: a bad output path or format.
+        CheckpointError: not a classifier checkpoint.
+    """
+    out_fmt = outputs.infer_format(output, options.output_format)
+    fmt = inputs.infer_format(input, options.input_format)
+    if fmt == "tfrecord":
+        raise DataError(f"{input}: a prepared TFRecord folder; tfsent.beam reads csv, jsonl, parquet, text and "
+                        "documents (score prepared records with tfsent.predict)")
+    check_paths(input, output, options.overwrite)
+    documents = list_documents(input, options.encoding) if fmt == "documents" else None
+    if documents is None and files.is_local(input):
+        TextSource(input, fmt)  # a missing file fails here, before any worker starts
+    facts = describe(ckpt_path, options.buckets, options.max_length)
+    folder = f"{output}.beam-blocks-{uuid.uuid4().hex[:8]}"
+    if files.is_local(folder):
+        pathlib.Path(folder).mkdir(parents=True)
+    size = options.block_size
+
+    units, count = pipeline | "Read" >> ReadUnits(input, fmt, ckpt_path, facts.features, facts.lengths[-1], options,
+                                                   documents)
+    total = beam.pvalue.AsSingleton(count)
+    handler = ClassifierHandler(ckpt_path, facts, global_batch_size=options.global_batch_size,
+                                strategy=options.strategy, precision=options.precision,
+                                jit_compile=options.jit_compile, documents=documents is not None)
+    keyed = (units
+             | "Batch" >> BucketBatches(facts.lengths, options.global_batch_size * SLAB_BATCHES)
+             | "Score" >> RunInference(handler)
+             | "KeyByBlock" >> beam.FlatMap(_keyed, size))
+    if documents is not None:
+        # Every block of documents is written, even one whose documents are all empty (no chunk to carry it).
+        markers = pipeline | "Blocks" >> beam.Create([(b, None) for b in range(-(-len(documents) // size))])
+        keyed = (keyed, markers) | "WithMarkers" >> beam.Flatten()
+    doc_ids = [document_id(p) for p in documents] if documents is not None else None
+    (keyed
+     | "GroupBlocks" >> beam.GroupByKey()
+     | "WriteBlocks" >> beam.ParDo(WriteBlocks(folder, size, doc_ids, list(facts.label_names),
+                                               options.documents.weight), total)
+     | "AllBlocks" >> beam.combiners.ToList()
+     | "Merge" >> beam.ParDo(MergeBlocks(output, out_fmt, folder, size, documents is not None), total))
+    return Plan(fmt, documents, folder)
+
+
+def score(ckpt_path: str, input: str, output: str, options: BeamOptions = BeamOptions()) -> dict:
+    """Score ``input`` on Beam (``options.runner``) and write ``output`` in input order.
+
+    Args:
+        ckpt_path: a classifier folder written by ``save_pretrained`` (local, or on GCS/S3 for a cloud runner).
+        input: a csv/jsonl/parquet/text file, or a folder of ``.txt`` documents (``input_format=documents``).
+        output: the output file; for documents, the document table (the chunks go beside it, as in
+            ``tfsent.predict``).
+        options: every other setting.
+
+    Returns:
+        Summary: ``rows`` (chunks for documents), ``label_counts``, ``seconds``, ``rows_per_second``,
+        ``output``, ``runner`` (and ``documents``, their count, and ``chunks_output`` for documents).
+
+    Raises:
+        DataError, OutputError, CheckpointError: a user's mistake, before or during the run (a bad row names
+            its file and line).
+    """
+    start = time.perf_counter()
+    ckpt_path, input, output = str(ckpt_path), str(input), str(output)
+    pipeline = beam.Pipeline(options=PipelineOptions([f"--runner={options.runner}", *options.pipeline_options]))
+    plan = build(pipeline, ckpt_path, input, output, options)
+    try:
+        result = pipeline.run()
+        result.wait_until_finish()
+    except Exception as e:
+        raise _user_error(e) or e
+    finally:
+        if files.exists(plan.folder):
+            files.delete_folder(plan.folder)
+    counters = {r.key.metric.name: r.committed for r in result.metrics().query()["counters"]
+                if r.key.metric.namespace == "tfsent"}
+    seconds = time.perf_counter() - start
+    rows = int(counters.get("rows", 0))
+    summary = {"rows": rows, "seconds": seconds, "rows_per_second": rows / seconds if seconds > 0 else 0.0,
+               "output": output, "runner": options.runner,
+               "label_counts": {k.split(":", 1)[1]: int(v) for k, v in sorted(counters.items())
+                                if k.startswith("label:")}}
+    if plan.documents is not None:
+        summary.update(documents=len(plan.documents), chunks_output=chunks_path(output))
+    return summary
+
+
+def _user_error(error: BaseException) -> UserError | None:
+    """The tfsent ``UserError`` behind a failed run (a bad row raised on a worker), or None for a bug.
+
+    An in-process runner keeps the exception in the chain; the portable runner passes only its traceback text,
+    whose last ``<module>.<Class>: message`` line of a ``UserError`` subclass is rebuilt here.
+    """
+    seen = set()
+    cause = error
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, UserError):
+            return cause
+        cause = cause.__cause__ or cause.__context__
+    kinds = {c.__name__: c for c in _subclasses(UserError)}
+    found = None
+    for line in str(error).splitlines():
+        match = _ERROR_LINE.match(line.strip())
+        if match and match.group(1) in kinds:
+            found = kinds[match.group(1)](_RUNNING.sub("", match.group(2)))
+    return found
+
+
+def _subclasses(cls: type) -> list[type]:
+    return [cls] + [s for sub in cls.__subclasses__() for s in _subclasses(sub)]
