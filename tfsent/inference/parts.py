@@ -5,10 +5,11 @@ finished part is one Parquet file ``rows-<k>.parquet`` whose schema metadata rec
 ``[lo, hi)``, its row count and the sha256 of those units' content; ``rows-<k>.sha256`` beside it holds the sha256
 of the part file's bytes. Parquet's footer would still parse after a data page was overwritten, so a damaged part
 is found only by that checksum: it is checked for every part when the store is opened, before anything is
-predicted, and a damaged part (or one whose checksum was never written) is deleted and predicted again. The folder's ``manifest.json`` holds the
-fingerprint of every setting that changes a result. A re-run with the same fingerprint re-reads the input (cheap)
-but skips tokenizing and predicting every part whose recorded units hash the same; the first part that differs,
-and every part after it, is predicted again. That per-part content hash is the input fingerprint: it costs one
+predicted, and a damaged part (or one whose checksum was never written) is deleted and predicted again.
+
+The folder's ``manifest.json`` holds the fingerprint of every setting that changes a result. A re-run with the
+same fingerprint re-reads the input (cheap) but skips tokenizing and predicting every part whose recorded units
+hash the same; the first part that differs, and every part after it, is predicted again. That per-part content hash is the input fingerprint: it costs one
 streamed read of the input and no extra pass, however large the file.
 
 The folder is locked (``tfsent.runtime.locks``) while a run uses it: a second run on the same output fails at once.
