@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shlex
 import sys
 from typing import Any
 
@@ -89,13 +90,19 @@ def train(cfg: DictConfig, run_dir: str | os.PathLike, command: str | None = Non
     return loop.train(dataclasses.replace(train_spec(cfg), command=command), run_dir)
 
 
-def resume_command(command: str, run_dir: str | os.PathLike) -> str:
-    """The command that resumes a run: the same one, pinned to its run directory (the default one is new each
-    time, named after the start time), without a ``resume=false``/``resume=last`` that would not resume it."""
-    args = [arg for arg in command.split() if not arg.startswith("resume=")]
+def resume_command(args: list[str], run_dir: str | os.PathLike) -> str:
+    """The command that resumes a run, quoted for a shell: the same arguments, pinned to the run directory (the
+    default one is new each time, named after the start time), without a ``resume=false``/``resume=last`` that
+    would not resume it.
+
+    Args:
+        args: the command line's arguments after the program.
+        run_dir: the run directory.
+    """
+    args = [arg for arg in args if not arg.startswith(("resume=", "hydra.job.name="))]
     if not any(arg.startswith("hydra.run.dir=") for arg in args):
         args.append(f"hydra.run.dir={run_dir}")
-    return " ".join(args)
+    return "python -m tfsent.train " + shlex.join(args)
 
 
 @hydra_entry("train")
@@ -106,15 +113,15 @@ def main(cfg: DictConfig) -> float | None:
 
     from tfsent.training.preemption import TrainingInterrupted
 
-    run_dir, command = HydraConfig.get().runtime.output_dir, _command_line()
+    run_dir = HydraConfig.get().runtime.output_dir
     try:
-        metrics = train(cfg, run_dir, command=command)
+        metrics = train(cfg, run_dir, command=_command_line())
     except TrainingInterrupted as e:
-        print(f"train: {e}; to resume: {resume_command(command, run_dir)}", file=sys.stderr)
+        print(f"train: {e}; to resume: {resume_command(sys.argv[1:], run_dir)}", file=sys.stderr)
         raise SystemExit(e.exit_status) from None
     except KeyboardInterrupt:
-        print(f"train: interrupted; it resumes from its last backup, if any: {resume_command(command, run_dir)}",
-              file=sys.stderr)
+        print(f"train: interrupted; it resumes from its last backup, if any: "
+              f"{resume_command(sys.argv[1:], run_dir)}", file=sys.stderr)
         raise SystemExit(EXIT_INTERRUPTED) from None
     return metrics.get("test_accuracy")
 

@@ -8,6 +8,7 @@ SIGTERM to a real ``python -m tfsent.train`` and runs the printed command again.
 import json
 import os
 import re
+import shlex
 import signal
 
 import numpy as np
@@ -17,6 +18,7 @@ import tensorflow as tf
 import tf_keras
 
 from tfsent.runtime.strategy import make_strategy
+from tfsent.train import resume_command
 from tfsent.training.callbacks import StepBackupAndRestore, resume_point, CallbackSpec
 from tfsent.training.preemption import StopRequest, TrainingInterrupted, stop_on_signals
 
@@ -97,6 +99,13 @@ def test_a_second_signal_does_not_wait_for_the_backup():
             os.kill(os.getpid(), signal.SIGINT)
 
 
+def test_the_resume_command_is_the_same_command_pinned_to_its_run_directory_and_quoted():
+    assert resume_command(["+experiment=x", "data.num_shards={train:1,test:1}", "resume=false"], "/runs/a b") == (
+        "python -m tfsent.train +experiment=x 'data.num_shards={train:1,test:1}' 'hydra.run.dir=/runs/a b'")
+    assert resume_command(["resume=last", "hydra.run.dir=/r", "hydra.job.name=train"], "/r") == (
+        "python -m tfsent.train hydra.run.dir=/r")
+
+
 TRAIN = ["+experiment=finbert_tone_tiny", "strategy=cpu", "trainer.jit_compile=false", "trainer.epochs=3",
          "trainer.steps_per_epoch=40", "trainer.steps_per_execution=1", "trainer.global_batch_size=8",
          "trainer.eval_batch_size=32", "callbacks.tensorboard=false", "callbacks.curves=false",
@@ -125,7 +134,7 @@ def test_sigterm_during_tiny_training_exits_143_with_the_resume_command_and_the_
     assert steps > 40 and read_step(tf.train.latest_checkpoint(str(backup))) == steps
     assert not (run / "metrics.json").exists()
 
-    resume = stopped.group(3).split()
+    resume = shlex.split(stopped.group(3))  # as a shell would read it (the data.num_shards braces are quoted)
     assert resume == args[2:]  # the same command (its hydra.run.dir already names the run)
     with processes() as procs:
         procs.append(launch(["-m", "tfsent.train", *resume], logs[1]))
