@@ -223,7 +223,9 @@ def iter_parts(folder: pathlib.Path, count: int) -> Iterator[tuple[PartInfo, pd.
     for k in range(count):
         path = folder / f"rows-{k:05d}.parquet"
         info = read_info(path)
-        problem = "missing or unreadable" if info is None else damage(path)
+        if info is None:
+            raise OutputError(f"{path}: part {k} of {count} is missing or damaged; run again to redo it")
+        problem = damage(path)
         if problem:
             raise OutputError(f"{path}: part {k} of {count} is damaged ({problem}); run again to redo it")
         yield info, pd.read_parquet(path)
