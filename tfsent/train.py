@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shlex
 import sys
 from typing import Any
 
@@ -18,9 +19,11 @@ import tfsent  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 from tfsent.config import ConfigError, TrainerSpec, spec_from_config, strategy_name, to_container
 from tfsent.runtime.cli import hydra_entry
 
+# The shell's status for a run ended by SIGINT (128 + 2); SIGTERM gives 143.
+EXIT_INTERRUPTED = 130
 # Top-level keys of conf/train.yaml besides the groups; `paths` only feeds interpolations.
 _TOP_LEVEL = {"task", "seed", "run_name", "paths", "strategy", "data", "model", "optimizer", "schedule", "trainer",
-              "callbacks", "overwrite", "verbose"}
+              "callbacks", "overwrite", "resume", "verbose"}
 
 
 def train_spec(cfg: DictConfig):
@@ -54,7 +57,7 @@ def train_spec(cfg: DictConfig):
             optimizer=spec_from_config(OptimizerSpec, optimizer, "optimizer"),
             trainer=spec_from_config(TrainerSpec, cfg.trainer, "trainer"),
             callbacks=spec_from_config(CallbackSpec, cfg.callbacks, "callbacks"),
-            overwrite=bool(cfg.get("overwrite", False)))
+            overwrite=bool(cfg.get("overwrite", False)), resume=cfg.get("resume", True))
     except ValueError as e:
         if isinstance(e, ConfigError):
             raise
@@ -87,12 +90,39 @@ def train(cfg: DictConfig, run_dir: str | os.PathLike, command: str | None = Non
     return loop.train(dataclasses.replace(train_spec(cfg), command=command), run_dir)
 
 
+def resume_command(args: list[str], run_dir: str | os.PathLike) -> str:
+    """The command that resumes a run, quoted for a shell: the same arguments, pinned to the run directory (the
+    default one is new each time, named after the start time), without a ``resume=false``/``resume=last`` that
+    would not resume it.
+
+    Args:
+        args: the command line's arguments after the program.
+        run_dir: the run directory.
+    """
+    args = [arg for arg in args if not arg.startswith(("resume=", "hydra.job.name="))]
+    if not any(arg.startswith("hydra.run.dir=") for arg in args):
+        args.append(f"hydra.run.dir={run_dir}")
+    return "python -m tfsent.train " + shlex.join(args)
+
+
 @hydra_entry("train")
 def main(cfg: DictConfig) -> float | None:
-    """``python -m tfsent.train +experiment=...``: a user's mistake is one ``error:`` line and exit status 2."""
+    """``python -m tfsent.train +experiment=...``: a user's mistake is one ``error:`` line and exit status 2; a
+    SIGTERM or SIGINT saves a backup and ends with one line saying how to resume, and the signal's exit status."""
     from hydra.core.hydra_config import HydraConfig
 
-    metrics = train(cfg, HydraConfig.get().runtime.output_dir, command=_command_line())
+    from tfsent.training.preemption import TrainingInterrupted
+
+    run_dir = HydraConfig.get().runtime.output_dir
+    try:
+        metrics = train(cfg, run_dir, command=_command_line())
+    except TrainingInterrupted as e:
+        print(f"train: {e}; to resume: {resume_command(sys.argv[1:], run_dir)}", file=sys.stderr)
+        raise SystemExit(e.exit_status) from None
+    except KeyboardInterrupt:
+        print(f"train: interrupted; it resumes from its last backup, if any: "
+              f"{resume_command(sys.argv[1:], run_dir)}", file=sys.stderr)
+        raise SystemExit(EXIT_INTERRUPTED) from None
     return metrics.get("test_accuracy")
 
 

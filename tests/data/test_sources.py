@@ -85,6 +85,14 @@ BAD = [
     ("csv", b'id,text\nx1,"Profit rose.\nx2,Sales fell.\nx3,Outlook cut.\n',
      ":2: a quoted field starting on line 2 is never closed", {"label_column": None}),
     ("csv", b"text,label,text\ngood,pos,bad\n", ":1: duplicate column name(s) 'text' in the header", {}),
+    # issue 16: texts that draw nothing (zero-width space, BOM, joiners, control characters) are empty texts
+    ("text", "one\n\u200b\u200b\nthree\n".encode(), ":2: empty line (only invisible characters: U+200B)", {}),
+    ("csv", "text,label\ngood,pos\n\ufeff \x01\x7f,neg\n".encode(),
+     ":3: empty text in column 'text' (only invisible characters: U+FEFF U+0020 U+0001 U+007F)", {}),
+    ("jsonl", b'{"text": "a", "label": "pos"}\n{"text": "\\u200d\\u2060\\u00ad", "label": "pos"}\n',
+     ":2: empty text in column 'text' (only invisible characters: U+200D U+2060 U+00AD)", {}),
+    ("phrasebank", "ok .@neutral\r\n\u200b@positive\r\n".encode("utf-8"),
+     ":2: empty sentence (only invisible characters: U+200B)", {"encoding": "utf-8"}),
 ]
 
 
@@ -95,6 +103,20 @@ def test_bad_input_names_file_and_line(tmp_path, fmt, raw, expected, kwargs):
     with pytest.raises(DataError) as info:
         read_records(path, fmt, **kwargs)
     assert str(info.value).startswith(f"{path}{expected}")
+
+
+def test_invisible_characters_inside_a_text_are_kept(tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_text("x\u200by zero\ufeffwidth\n\u200bProfit rose.\n", encoding="utf-8")
+    assert [r.text for r in read_records(path, "text")] == ["x\u200by zero\ufeffwidth", "\u200bProfit rose."]
+
+
+def test_an_invisible_parquet_text_names_its_row(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    pq.write_table(pa.table({"text": ["fine", "\u200b\u200c"]}), tmp_path / "a.parquet")
+    with pytest.raises(DataError, match=r"a\.parquet:2: empty text in column 'text' \(only invisible"):
+        read_records(tmp_path / "a.parquet", "parquet", label_column=None)
 
 
 def test_missing_file_and_unknown_format(tmp_path):

@@ -66,7 +66,7 @@ def test_bad_row_in_a_later_part_keeps_the_parts_before_it(ckpt, tmp_path, monke
     with pytest.raises(DataError, match=r"in\.txt:13: empty line"):
         driver.predict(ckpt, tmp_path / "in.txt", out, PredictOptions(**KW))
     parts = tmp_path / "out.csv.parts"
-    assert sorted(p.name for p in parts.glob("rows-*")) == ["rows-00000.parquet", "rows-00001.parquet"]
+    assert sorted(p.name for p in parts.glob("rows-*.parquet")) == ["rows-00000.parquet", "rows-00001.parquet"]
     assert not out.exists()
 
     # Fixed input: parts 0 and 1 hold the same rows, so only the rest is predicted.
@@ -84,7 +84,7 @@ def test_changed_input_is_predicted_again_from_the_first_changed_part(ckpt, tmp_
     src.write_text("\n".join(lines) + "\n")
     real = driver.predict_bucketed
     monkeypatch.setattr(driver, "predict_bucketed", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("stop"))
-                        if len(list((tmp_path / "out.csv.parts").glob("rows-*"))) == 2 else real(*a, **k))
+                        if len(list((tmp_path / "out.csv.parts").glob("rows-*.parquet"))) == 2 else real(*a, **k))
     with pytest.raises(RuntimeError, match="stop"):
         driver.predict(ckpt, src, out, PredictOptions(**KW))
     monkeypatch.setattr(driver, "predict_bucketed", real)
@@ -95,3 +95,35 @@ def test_changed_input_is_predicted_again_from_the_first_changed_part(ckpt, tmp_
     fresh = driver.predict(ckpt, src, tmp_path / "fresh.csv", PredictOptions(**KW))
     pd.testing.assert_frame_equal(pd.read_csv(out), pd.read_csv(tmp_path / "fresh.csv"))
     assert fresh["parts_skipped"] == 0
+
+
+def test_a_damaged_part_is_found_before_any_compute_and_only_it_is_predicted_again(ckpt, tmp_path, monkeypatch,
+                                                                                      caplog):
+    lines = [f"line {i} on margins" for i in range(23)]
+    lines[21] = "   "  # part 4 (rows 20..22): parts 0..3 are finished when the run stops
+    src, out = tmp_path / "in.txt", tmp_path / "out.csv"
+    src.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataError, match=r"in\.txt:22: empty line"):
+        driver.predict(ckpt, src, out, PredictOptions(**KW))
+    parts = tmp_path / "out.csv.parts"
+    # Part 1 partly overwritten (its footer, which holds the part's metadata, still parses); part 2 lost its
+    # checksum file (a crash between the two writes).
+    damaged = parts / "rows-00001.parquet"
+    raw = bytearray(damaged.read_bytes())
+    raw[4:36] = b"\xff" * 32
+    damaged.write_bytes(bytes(raw))
+    (parts / "rows-00002.sha256").unlink()
+
+    lines[21] = "line 21 on margins"
+    src.write_text("\n".join(lines) + "\n")
+    predicted = []
+    real = driver.predict_bucketed
+    monkeypatch.setattr(driver, "predict_bucketed", lambda *a, **k: predicted.append(a[2]) or real(*a, **k))
+    with caplog.at_level("WARNING"):
+        summary = driver.predict(ckpt, src, out, PredictOptions(**KW))
+    assert f"{damaged}: damaged part (sha256 " in caplog.text
+    assert f"{parts / 'rows-00002.parquet'}: damaged part (no checksum file rows-00002.sha256)" in caplog.text
+    assert summary["parts"] == 5 and summary["parts_skipped"] == 2 and len(predicted) == 3
+    fresh = tmp_path / "fresh.csv"
+    driver.predict(ckpt, src, fresh, PredictOptions(**KW))
+    pd.testing.assert_frame_equal(pd.read_csv(out), pd.read_csv(fresh))

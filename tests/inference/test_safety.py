@@ -1,20 +1,28 @@
 """Issue 16 in the driver: never destroy the input, one run per output (locked), no silent replacement, the usual
-file permissions, a clear line on interrupt."""
+file permissions, a clear line on interrupt, and one line naming the path and the cause for an unreadable input, a
+read-only output folder, an empty checkpoint folder or a full disk."""
 
+import errno
 import os
 import re
+import shutil
 import signal
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
 
+from tfsent.inference import outputs
 from tfsent.inference.driver import predict
 from tfsent.inference.options import PredictOptions
 from tfsent.inference.outputs import OutputError
 from tfsent.inference.parts import LOCK
+from tfsent.models.loading import CheckpointError
 from tfsent.runtime import locks
+from tfsent.runtime.atomic import WriteError
 
-from fault_helpers import kill, launch, processes, tails, wait_all, wait_for
+from fault_helpers import REPO, child_env, kill, launch, processes, tails, wait_all, wait_for
 from helpers.tiny import tiny_checkpoint
 
 OPTS = PredictOptions(strategy="cpu", global_batch_size=4, buckets=(16,), part_size=4, progress=False)
@@ -60,6 +68,72 @@ def test_an_output_folder_is_refused_before_compute(ckpt, src, tmp_path):
         predict(ckpt, src, tmp_path / "out.csv", OPTS)
 
 
+def test_an_empty_checkpoint_folder_is_one_line_before_any_model_is_built(src, tmp_path, monkeypatch):
+    import tfsent.inference.driver as driver
+
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setattr(driver, "make_strategy", lambda *a: pytest.fail("a strategy was built"))
+    with pytest.raises(CheckpointError) as info:
+        predict(tmp_path / "empty", src, tmp_path / "out.csv", OPTS)
+    assert str(info.value) == f"{tmp_path / 'empty'}: not a tfsent checkpoint (no config.json / no weights)"
+    assert "save_pretrained" in info.value.hint
+    (tmp_path / "empty" / "config.json").write_text("{}")
+    with pytest.raises(CheckpointError, match=r"empty: not a tfsent checkpoint \(no weights\)$"):
+        predict(tmp_path / "empty", src, tmp_path / "out.csv", OPTS)
+
+
+def _without_root_powers() -> list[str]:
+    """A command prefix under which file permissions apply: root keeps its uid but loses CAP_DAC_OVERRIDE."""
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: permissions cannot be enforced")
+    return ["setpriv", "--inh-caps=-all", "--bounding-set=-all", "--"]
+
+
+@pytest.mark.parametrize("case", ["unreadable-input", "read-only-output-folder"])
+def test_a_permission_problem_is_one_line_naming_the_path_before_the_model_loads(ckpt, src, tmp_path, case):
+    out_dir = tmp_path / "results"
+    out_dir.mkdir()
+    if case == "unreadable-input":
+        src.chmod(0o000)
+        expected = f"error: {src}: cannot read (Permission denied)"
+    else:
+        out_dir.chmod(0o555)
+        expected = f"error: output={out_dir / 'out.csv'}: cannot write in {out_dir} (permission denied)"
+    try:
+        done = subprocess.run([*_without_root_powers(), sys.executable, "-m", "tfsent.predict", f"ckpt_path={ckpt}",
+                               f"input={src}", f"output={out_dir / 'out.csv'}", "strategy=cpu", "progress=false",
+                               f"hydra.run.dir={tmp_path / 'run'}"],
+                              cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=600)
+    finally:
+        src.chmod(0o644)
+        out_dir.chmod(0o755)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert [ln for ln in done.stderr.splitlines() if ln.startswith("error:")] == [expected], done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert list(out_dir.iterdir()) == []
+
+
+def test_a_full_disk_is_one_line_naming_the_output_and_leaves_no_half_written_file(ckpt, src, tmp_path,
+                                                                                    monkeypatch):
+    def fills_the_disk(self, frame):
+        self._f.write("row,n_tokens\n0,")  # some bytes reach the temporary file, then the disk is full
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    out = tmp_path / "out.csv"
+    with monkeypatch.context() as patch:
+        patch.setattr(outputs.TableWriter, "write", fills_the_disk)
+        with pytest.raises(WriteError) as info:
+            predict(ckpt, src, out, OPTS)
+    assert str(info.value).startswith(f"{out}: no space left on device while writing; nothing was written")
+    assert "\n" not in str(info.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv", "out.csv.parts"]  # no out.csv, no .tmp-*
+    # The predictions are kept: once there is space, the same command only writes the output.
+    summary = predict(ckpt, src, out, OPTS)
+    assert summary["parts_skipped"] == summary["parts"] == 1 and pd.read_csv(out)["row"].tolist() == [0, 1]
+
+
 def test_a_parts_folder_tfsent_did_not_create_is_kept(ckpt, src, tmp_path):
     parts = tmp_path / "out.csv.parts"
     parts.mkdir()
@@ -101,7 +175,7 @@ def test_two_concurrent_processes_second_fails_naming_the_first(ckpt, tmp_path):
     logs = [tmp_path / "first.log", tmp_path / "second.log"]
     with processes() as procs:
         procs.append(launch(_slow_run(ckpt, src, out, tmp_path, "h1"), logs[0]))
-        assert wait_for(lambda: len(list((tmp_path / "out.csv.parts").glob("rows-*"))) >= 2, procs[0], 600), \
+        assert wait_for(lambda: len(list((tmp_path / "out.csv.parts").glob("rows-*.parquet"))) >= 2, procs[0], 600), \
             tails(logs)
         procs.append(launch(_slow_run(ckpt, src, out, tmp_path, "h2"), logs[1]))
         assert wait_all(procs[1:], 600, logs) == [1]
@@ -112,5 +186,5 @@ def test_two_concurrent_processes_second_fails_naming_the_first(ckpt, tmp_path):
     assert "Traceback" not in second
     first = logs[0].read_text()
     assert "predict: interrupted; finished parts are kept" in first and "Traceback" not in first, tails(logs)
-    assert not out.exists() and len(list((tmp_path / "out.csv.parts").glob("rows-*"))) >= 2
+    assert not out.exists() and len(list((tmp_path / "out.csv.parts").glob("rows-*.parquet"))) >= 2
     assert not list((tmp_path / "out.csv.parts").glob(".tmp-*"))

@@ -268,3 +268,53 @@ def test_backup_frequency_must_align_with_steps_per_execution(tmp_path):
     with pytest.raises(ConfigError, match="multiple of steps_per_execution=3"):
         model.fit(np.ones((12, 4), np.float32), np.zeros(12), batch_size=2, epochs=1, verbose=0,
                   callbacks=[StepBackupAndRestore(tmp_path / "backup", save_freq=4)])
+
+
+def _tiny_backup(run_dir: pathlib.Path) -> pathlib.Path:
+    """A real BackupAndRestore state after 4 steps of a tiny fit(); returns its ``chief`` folder."""
+    x = np.random.default_rng(0).normal(size=(32, 4)).astype(np.float32)
+    model = tf_keras.Sequential([tf_keras.layers.Input((4,)), tf_keras.layers.Dense(2)])
+    model.compile(optimizer="adam", loss=tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(x, (x[:, 0] > 0).astype(np.int32), batch_size=8, epochs=1, verbose=0,
+              callbacks=[StepBackupAndRestore(run_dir / "backup", save_freq=2)])
+    return run_dir / "backup" / "chief"
+
+
+def _overwrite_middle(path: pathlib.Path) -> None:
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 3:len(raw) // 3 + 40] = b"\xff" * 40
+    path.write_bytes(bytes(raw))
+
+
+DAMAGE = {  # what happens to the backup (its files: <prefix><suffix>) -> (the suffix the error names, the cause)
+    "data-cut": (lambda p: _cut(p + ".data-00000-of-00001"), ".data-00000-of-00001", "less bytes"),
+    "data-overwritten": (lambda p: _overwrite_middle(pathlib.Path(p + ".data-00000-of-00001")),
+                         ".data-00000-of-00001", "Checksum does not match"),
+    "data-missing": (lambda p: os.unlink(p + ".data-00000-of-00001"), ".data-00000-of-00001", "No such file"),
+    "index-cut": (lambda p: _cut(p + ".index"), ".index", "sstable"),
+    "state-file-garbage": (lambda p: (pathlib.Path(p).parent / "checkpoint").write_text("garbage {"), "checkpoint",
+                           "it names no checkpoint"),
+}
+
+
+def _cut(path: str) -> None:
+    path = pathlib.Path(path)
+    path.write_bytes(path.read_bytes()[:path.stat().st_size // 2])
+
+
+@pytest.mark.parametrize("damage", DAMAGE, ids=list(DAMAGE))
+def test_a_damaged_backup_is_one_error_naming_the_file_before_anything_is_built(tmp_path, damage):
+    from tfsent.training.callbacks import BackupError
+
+    chief = _tiny_backup(tmp_path)
+    assert resume_point(CallbackSpec(backup_save_freq=2), tmp_path, 4) == (1, 0, 4)  # intact: the epoch is done
+    prefix = tf.train.latest_checkpoint(str(chief))
+    hurt, suffix, cause = DAMAGE[damage]
+    hurt(prefix)
+    with pytest.raises(BackupError) as info:
+        resume_point(CallbackSpec(backup_save_freq=2), tmp_path, 4)
+    named = chief / suffix if suffix == "checkpoint" else pathlib.Path(prefix + suffix)
+    assert str(info.value).startswith(f"{named}: the training backup is damaged (")
+    assert cause in str(info.value) and str(info.value).endswith("; this run cannot resume from it")
+    # No checkpoints/last in this run directory: only the fresh start is offered.
+    assert info.value.hint == "resume=false trains this run directory again from the start"

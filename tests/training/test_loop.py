@@ -102,3 +102,61 @@ def test_a_finished_run_directory_is_refused_unless_overwrite(prepared):
     assert (run / ".hydra" / "config.yaml").is_file()  # the new run's own Hydra files stay
     rows = (run / "metrics.csv").read_text().splitlines()
     assert len(rows) == 2  # header + this run's one epoch, not the old run's epochs too
+
+
+def _killed_run(prepared, run, overrides, at_step):
+    """A run stopped by a real SIGTERM after optimizer step ``at_step`` (it saves its backup, then stops)."""
+    import dataclasses
+    import os
+    import signal
+
+    import tf_keras
+
+    from tfsent.train import train_spec
+    from tfsent.training import loop
+    from tfsent.training.preemption import TrainingInterrupted
+
+    setup = loop.build(train_spec(compose_train(prepared, overrides)), run)
+
+    class Sigterm(tf_keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            if int(self.model.optimizer.iterations.numpy()) == at_step:
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    with pytest.raises(TrainingInterrupted, match=rf"after {at_step} training steps"):
+        loop.fit(dataclasses.replace(setup, callbacks=[Sigterm(), *setup.callbacks]))
+
+
+# Four tiny training runs: minutes on a shared 2-core machine (tests/training/test_callbacks.py checks each kind of
+# damage on a tiny backup in seconds).
+@pytest.mark.slow
+def test_a_damaged_backup_names_its_file_and_resume_false_or_last_recovers(prepared):
+    import shutil
+
+    from tfsent.training.callbacks import BackupError
+
+    from fault_helpers import read_step
+
+    run = prepared / "damaged"
+    common = TINY + ["strategy=cpu", "trainer.epochs=2", "trainer.steps_per_epoch=4"]
+    _killed_run(prepared, run, common, at_step=6)  # epoch 2, step 2: checkpoints/last holds epoch 1
+    data = next((run / "backup" / "chief").glob("ckpt-*.data-*"))
+    raw = bytearray(data.read_bytes())
+    raw[len(raw) // 2:len(raw) // 2 + 64] = b"\xff" * 64  # partly overwritten, same size
+    data.write_bytes(bytes(raw))
+    shutil.copytree(run, prepared / "damaged-copy")
+
+    with pytest.raises(BackupError) as info:
+        train(compose_train(prepared, common), run)
+    assert str(info.value).startswith(f"{data}: the training backup is damaged (")
+    assert info.value.hint == ("resume=false trains this run directory again from the start; resume=last restarts "
+                               f"from {run / 'checkpoints' / 'last'} (the last finished epoch)")
+
+    metrics = train(compose_train(prepared, common + ["resume=last"]), run)
+    assert metrics["updates"] == 8 and read_step(str(run / "checkpoints" / "last" / "ckpt-2")) == 8
+    assert [row.split(",")[0] for row in (run / "metrics.csv").read_text().splitlines()[1:]] == ["0", "1"]
+
+    fresh = prepared / "damaged-copy"
+    metrics = train(compose_train(prepared, common + ["resume=false"]), fresh)
+    assert metrics["updates"] == 8
+    assert [row.split(",")[0] for row in (fresh / "metrics.csv").read_text().splitlines()[1:]] == ["0", "1"]

@@ -23,6 +23,7 @@ import csv
 import dataclasses
 import json
 import pathlib
+import unicodedata
 from collections.abc import Iterator
 from typing import Any, Sequence
 
@@ -34,6 +35,10 @@ SUFFIX_FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".parquet"
                   ".txt": "text"}
 PHRASEBANK_LABELS = ("negative", "neutral", "positive")
 _DEFAULT_ENCODING = {"phrasebank": "latin-1", "csv": "utf-8", "jsonl": "utf-8", "text": "utf-8"}
+# Unicode categories that draw nothing: control characters, format characters (zero-width space and joiners, the
+# byte-order mark U+FEFF, soft hyphen) and separators. ``str.strip`` removes only some of them, and a text made
+# of the rest tokenizes to nothing (or to [UNK]) yet would be scored as if it were a sentence.
+_INVISIBLE = frozenset(("Cc", "Cf", "Zs", "Zl", "Zp"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,8 +104,7 @@ def iter_records(path: str | pathlib.Path, fmt: str, *, text_column: str = "text
     if fmt not in FORMATS:
         raise DataError(f"unknown source format {fmt!r}; expected one of {', '.join(FORMATS)}")
     path = pathlib.Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: source file not found")
+    check_readable(path)
     if fmt == "phrasebank" and label_names is None:
         label_names = PHRASEBANK_LABELS
     if fmt == "text":
@@ -125,6 +129,24 @@ def iter_records(path: str | pathlib.Path, fmt: str, *, text_column: str = "text
         yield r
     if empty:
         raise DataError(f"{path}: no examples (empty file)")
+
+
+def check_readable(path: str | pathlib.Path) -> None:
+    """Fail now, naming the file and the cause, if ``path`` is not a file this process can open for reading.
+
+    Called when an input is opened, so that a file without read permission is reported before a model is loaded
+    rather than as a traceback once the stream reaches it.
+
+    Raises:
+        DataError: the file is missing, a folder, or cannot be opened (permission denied, I/O error).
+    """
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: {'is a folder, not a file' if path.is_dir() else 'source file not found'}")
+    try:
+        open(path, "rb").close()
+    except OSError as e:
+        raise DataError(f"{path}: cannot read ({e.strerror or e})") from None
 
 
 def _has_content(f) -> bool:
@@ -178,6 +200,10 @@ def _check_text(path: pathlib.Path, line: int, text: Any, what: str) -> str:
     text = text.strip()
     if not text:
         raise DataError(f"{path}:{line}: empty {what}")
+    # any() stops at the first visible character, which for real text is the first one.
+    if not any(unicodedata.category(c) not in _INVISIBLE for c in text):
+        shown = " ".join(f"U+{ord(c):04X}" for c in dict.fromkeys(text))
+        raise DataError(f"{path}:{line}: empty {what} (only invisible characters: {shown[:60]})")
     return text
 
 

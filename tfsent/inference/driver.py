@@ -4,7 +4,8 @@
 documents, on one host or as one shard of many:
 
 1. checks that can fail before compute: output format and path (never the input itself, never a folder, an
-   existing output only with ``overwrite``), input format, batch size against the replicas;
+   existing output only with ``overwrite``), input format, a checkpoint folder with a config and weights, batch
+   size against the replicas, a readable input;
 2. the strategy, then the predictor its checkpoint's metadata names (``tfsent.inference.predictor``);
 3. the part loop: a reader thread streams the input, cuts it into parts (``part_size`` rows; for documents, whole
    documents up to ``part_size`` chunks) and tokenizes part k+1 while the device predicts part k (a bounded
@@ -43,6 +44,7 @@ from tfsent.inference.outputs import OutputError
 from tfsent.inference.parts import PartInfo, PartStore, remove_folder
 from tfsent.inference.predictor import Predictor, kind_of, load_predictor
 from tfsent.inference.stream import jobs, prefetch
+from tfsent.models.loading import check_checkpoint
 from tfsent.runtime.strategy import is_tpu
 from tfsent.runtime.strategy import check_global_batch, make_strategy
 from tfsent.runtime.workers import worker_info
@@ -150,6 +152,7 @@ def predict(ckpt_path: str | os.PathLike, input: str | os.PathLike, output: str 
     fmt = inputs.infer_format(input, options.input_format)
     shard, strategy_name = _shard_plan(options)
     _check_paths(input, output, options.overwrite, shard.merges or options.merge)
+    check_checkpoint(ckpt_path)
     if strategy is None:
         strategy = make_strategy(strategy_name)
     check_global_batch(options.global_batch_size, strategy, "global_batch_size")

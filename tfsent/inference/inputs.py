@@ -31,7 +31,7 @@ import tensorflow as tf
 from tfsent.data.errors import DataError
 from tfsent.data.features import parse_fn
 from tfsent.data.manifest import load_manifest
-from tfsent.data.sources import SUFFIX_FORMATS, Record, iter_records
+from tfsent.data.sources import SUFFIX_FORMATS, Record, check_readable, iter_records
 from tfsent.inference.evaluation import scan_parquet_labels, unknown_label
 
 log = logging.getLogger(__name__)
@@ -84,8 +84,7 @@ class TextSource:
         self.text_column, self.id_column, self.encoding = text_column, id_column, encoding
         self.keep_columns, self.label_column, self.labels = tuple(keep_columns), label_column, labels
         self.files = [self.path]
-        if not self.path.is_file():
-            raise DataError(f"{self.path}: source file not found")
+        check_readable(self.path)
         if label_column is not None and fmt not in ("csv", "jsonl", "parquet"):
             raise DataError(f"{self.path}: a {fmt} file has no label column (label_column={label_column}); "
                             "evaluating labels needs csv, jsonl or parquet input")
@@ -135,7 +134,10 @@ class DocumentSource:
         self.encoding = encoding or "utf-8"
         if not self.path.is_dir():
             raise DataError(f"{self.path}: not a folder of .txt documents")
-        entries = sorted(self.path.iterdir())
+        try:
+            entries = sorted(self.path.iterdir())
+        except OSError as e:
+            raise DataError(f"{self.path}: cannot list the folder ({e.strerror or e})") from None
         self.files = [p for p in entries if p.is_file() and p.suffix.lower() == ".txt"]
         skipped = [p.name + ("/" if p.is_dir() else "") for p in entries if p not in self.files]
         if skipped:
@@ -147,6 +149,8 @@ class DocumentSource:
         if len(set(stems)) != len(stems):
             dupes = sorted({s for s in stems if stems.count(s) > 1})
             raise DataError(f"{self.path}: document names {dupes} appear twice (suffixes differing in case)")
+        for f in self.files:  # an unreadable document is reported now, before the model is loaded
+            check_readable(f)
 
     def units(self) -> Iterator[tuple[str, str]]:
         """``(doc_id, text)`` per document, read one at a time; ``doc_id`` is the file's stem."""

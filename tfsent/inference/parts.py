@@ -2,10 +2,14 @@
 
 A run reads its input as a stream of *units* (rows, or whole documents) and predicts them a part at a time. Each
 finished part is one Parquet file ``rows-<k>.parquet`` whose schema metadata records the units it covers
-``[lo, hi)``, its row count and the sha256 of those units' content. The folder's ``manifest.json`` holds the
-fingerprint of every setting that changes a result. A re-run with the same fingerprint re-reads the input (cheap)
-but skips tokenizing and predicting every part whose recorded units hash the same; the first part that differs,
-and every part after it, is predicted again. That per-part content hash is the input fingerprint: it costs one
+``[lo, hi)``, its row count and the sha256 of those units' content; ``rows-<k>.sha256`` beside it holds the sha256
+of the part file's bytes. Parquet's footer would still parse after a data page was overwritten, so a damaged part
+is found only by that checksum: it is checked for every part when the store is opened, before anything is
+predicted, and a damaged part (or one whose checksum was never written) is deleted and predicted again.
+
+The folder's ``manifest.json`` holds the fingerprint of every setting that changes a result. A re-run with the
+same fingerprint re-reads the input (cheap) but skips tokenizing and predicting every part whose recorded units
+hash the same; the first part that differs, and every part after it, is predicted again. That per-part content hash is the input fingerprint: it costs one
 streamed read of the input and no extra pass, however large the file.
 
 The folder is locked (``tfsent.runtime.locks``) while a run uses it: a second run on the same output fails at once.
@@ -15,6 +19,7 @@ A folder without a tfsent manifest is never touched (it is not ours); ours is re
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
 import os
@@ -35,6 +40,7 @@ COMPLETE = "complete.json"  # a shard's record of its finished slice (tfsent.inf
 _OWN = (MANIFEST, LOCK, COMPLETE)
 FORMAT = "tfsent.parts/1"
 _PART = re.compile(r"rows-(\d{5,})\.parquet")
+_SUM = re.compile(r"rows-(\d{5,})\.sha256")
 _META_KEY = b"tfsent.part"
 
 
@@ -88,7 +94,17 @@ class PartStore:
                 log.warning("%s: belongs to another input or setting; discarding its %d part(s)", self.dir, done)
                 self.discard_from(0)
             atomic.write_text(self.dir / MANIFEST, json.dumps(self.manifest, indent=1) + "\n")
+        else:
+            self._drop_damaged()
         return self
+
+    def _drop_damaged(self) -> None:
+        for path in self.part_files():
+            problem = damage(path)
+            if problem:
+                log.warning("%s: damaged part (%s); predicting it again", path, problem)
+                path.unlink()
+                checksum_path(path).unlink(missing_ok=True)
 
     def __exit__(self, *exc) -> None:
         if self._lock is not None:
@@ -123,15 +139,21 @@ class PartStore:
         return out
 
     def write(self, info: PartInfo, frame: pd.DataFrame) -> None:
-        """Write one finished part atomically, its metadata in the Parquet schema."""
+        """Write one finished part atomically, its metadata in the Parquet schema, then its checksum file."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         table = pa.Table.from_pandas(frame, preserve_index=False)
         meta = dict(table.schema.metadata or {})
         meta[_META_KEY] = json.dumps(dataclasses.asdict(info)).encode()
-        with atomic.open_for_write(self.path(info.index), "wb") as f:
-            pq.write_table(table.replace_schema_metadata(meta), f)
+        buffer = pa.BufferOutputStream()
+        pq.write_table(table.replace_schema_metadata(meta), buffer)
+        data = buffer.getvalue().to_pybytes()
+        path = self.path(info.index)
+        with atomic.open_for_write(path, "wb") as f:
+            f.write(data)
+        # Written second: a crash in between leaves a part without a checksum, which is predicted again.
+        atomic.write_text(checksum_path(path), hashlib.sha256(data).hexdigest() + "\n")
 
     def read(self, index: int) -> pd.DataFrame:
         """The rows of part ``index``."""
@@ -142,6 +164,7 @@ class PartStore:
         for p in self.part_files():
             if int(_PART.fullmatch(p.name).group(1)) >= index:
                 p.unlink()
+                checksum_path(p).unlink(missing_ok=True)
 
 
 def read_manifest(folder: pathlib.Path) -> dict | None:
@@ -151,11 +174,30 @@ def read_manifest(folder: pathlib.Path) -> dict | None:
         manifest = json.loads(path.read_text())
     except FileNotFoundError:
         # A folder holding only tfsent's own files (a lock, parts) lost its manifest: still ours.
-        ours = all(p.name in _OWN or _PART.fullmatch(p.name) or p.name.startswith(".tmp-") for p in folder.iterdir())
+        ours = all(_ours(p.name) for p in folder.iterdir())
         return {} if ours else None
     except ValueError:
         return {}
     return manifest if isinstance(manifest, dict) and manifest.get("format") == FORMAT else None
+
+
+def _ours(name: str) -> bool:
+    return name in _OWN or bool(_PART.fullmatch(name) or _SUM.fullmatch(name)) or name.startswith(".tmp-")
+
+
+def checksum_path(part: pathlib.Path) -> pathlib.Path:
+    """The file holding the sha256 of part file ``part``'s bytes."""
+    return part.with_suffix(".sha256")
+
+
+def damage(part: pathlib.Path) -> str | None:
+    """Why part file ``part`` cannot be trusted (its bytes do not match its checksum, or it has none), or None."""
+    try:
+        expected = checksum_path(part).read_text().strip()
+    except FileNotFoundError:
+        return f"no checksum file {checksum_path(part).name}"
+    actual = atomic.sha256_file(part)
+    return None if actual == expected else f"sha256 {actual[:12]}..., its checksum file says {expected[:12]}..."
 
 
 def read_info(path: pathlib.Path) -> PartInfo | None:
@@ -183,6 +225,9 @@ def iter_parts(folder: pathlib.Path, count: int) -> Iterator[tuple[PartInfo, pd.
         info = read_info(path)
         if info is None:
             raise OutputError(f"{path}: part {k} of {count} is missing or damaged; run again to redo it")
+        problem = damage(path)
+        if problem:
+            raise OutputError(f"{path}: part {k} of {count} is damaged ({problem}); run again to redo it")
         yield info, pd.read_parquet(path)
 
 
@@ -192,7 +237,7 @@ def remove_folder(folder: pathlib.Path) -> None:
     A file tfsent did not write (a user's notes) stays, and so does the folder that holds it.
     """
     for p in folder.iterdir():
-        if p.name in _OWN or _PART.fullmatch(p.name) or p.name.startswith(".tmp-"):
+        if _ours(p.name):
             p.unlink(missing_ok=True)
     try:
         folder.rmdir()

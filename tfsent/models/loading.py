@@ -149,6 +149,30 @@ def read_config(directory: pathlib.Path | str) -> PretrainedConfig:
         raise CheckpointError(f"{path}: not a readable transformers config ({e})") from e
 
 
+def check_checkpoint(directory: pathlib.Path | str) -> None:
+    """Fail in one line if ``directory`` cannot be a checkpoint folder: it must hold ``config.json`` and weights.
+
+    A cheap look at the folder's names, done before a strategy is built or a model loaded: an empty or wrong
+    folder otherwise fails deep inside transformers' tokenizer code.
+
+    Raises:
+        CheckpointError: the folder is missing, is a file, or lacks ``config.json`` and/or a weight file.
+    """
+    directory = pathlib.Path(directory)
+    if not directory.exists():
+        raise CheckpointError(f"{directory}: no such checkpoint folder")
+    if not directory.is_dir():
+        raise CheckpointError(f"{directory}: is a file; a checkpoint is the folder that holds {CONFIG_FILE}")
+    weights = (TF_WEIGHTS, SAFE_WEIGHTS, TORCH_WEIGHTS)
+    missing = [f"no {CONFIG_FILE}"] if not (directory / CONFIG_FILE).is_file() else []
+    if not any((directory / name).is_file() for name in weights) and not list(directory.glob("*.index.json")):
+        missing.append("no weights")
+    if missing:
+        raise CheckpointError(f"{directory}: not a tfsent checkpoint ({' / '.join(missing)})",
+                              hint="ckpt_path is a folder written by save_pretrained, e.g. the model/ folder of a "
+                                   "training run")
+
+
 def find_weights(directory: pathlib.Path | str) -> pathlib.Path:
     """Pick the weight file of a checkpoint directory: ``tf_model.h5`` first, else ``model.safetensors``.
 

@@ -8,12 +8,37 @@ half-written output under the real name.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import pathlib
 import shutil
 import tempfile
 from collections.abc import Iterator
+
+from tfsent.errors import UserError
+
+# Write failures the user fixes outside tfsent (space, quota, permissions, a read-only mount): one line, no traceback.
+_USER_ERRNOS = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
+                errno.EROFS: "read-only file system", errno.EACCES: "permission denied",
+                errno.EPERM: "operation not permitted"}
+
+
+class WriteError(UserError):
+    """Writing an output failed for a reason outside tfsent (full disk, quota, permissions); names the file."""
+
+
+def _user_cause(error: BaseException) -> OSError | None:
+    """The OSError with a user-fixable errno behind ``error`` (writers such as pyarrow wrap the one they got)."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno in _USER_ERRNOS:
+            return error
+        if isinstance(error, OSError) and "No space left on device" in str(error):
+            return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # pyarrow keeps only the message
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def _umask() -> int:
@@ -24,10 +49,20 @@ def _umask() -> int:
 
 @contextlib.contextmanager
 def open_for_write(path: str | os.PathLike, mode: str = "w", **kwargs) -> Iterator:
-    """Open a temporary sibling of ``path`` for writing; rename it to ``path`` only if the block succeeds."""
+    """Open a temporary sibling of ``path`` for writing; rename it to ``path`` only if the block succeeds.
+
+    Raises:
+        WriteError: the disk is full, a quota is exceeded or the folder is not writable: the temporary file is
+            removed and the message names ``path`` and the cause.
+    """
     path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".tmp-{path.name}.", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".tmp-{path.name}.", dir=path.parent)
+    except OSError as e:
+        if e.errno in _USER_ERRNOS:
+            raise WriteError(f"{path}: cannot write ({_USER_ERRNOS[e.errno]})") from None
+        raise
     os.close(fd)
     try:
         with open(tmp, mode, **kwargs) as f:
@@ -36,9 +71,13 @@ def open_for_write(path: str | os.PathLike, mode: str = "w", **kwargs) -> Iterat
             os.fsync(f.fileno())
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the file the usual permissions
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        cause = _user_cause(e)
+        if cause is not None:
+            raise WriteError(f"{path}: {_USER_ERRNOS[cause.errno]} while writing; nothing was written under this "
+                             "name (free space or fix the permissions, then run the same command again)") from None
         raise
 
 

@@ -33,10 +33,12 @@ import tensorflow as tf
 import tf_keras
 
 from tfsent.config import ConfigError
+from tfsent.errors import UserError
 from tfsent.runtime import atomic
 from tfsent.runtime.workers import BACKUP_DIR
 from tfsent.training.curves import CurvesCallback
 from tfsent.training.metrics import ConfusionMatrix, find_confusion_metric
+from tfsent.training.preemption import StopRequest, TrainingInterrupted
 from tfsent.training.reports import confusion_report
 
 log = logging.getLogger(__name__)
@@ -114,35 +116,101 @@ def resume_point(spec: CallbackSpec, run_dir: str | os.PathLike, steps_per_epoch
     the resumed run sees exactly the batches the killed run had not yet trained on.
 
     Args:
-        spec: the callbacks spec the run uses (its ``backup_save_freq`` decides how the state is read).
+        spec: the callbacks spec the run uses (no backup is read when ``spec.backup`` is false).
         run_dir: the run directory.
         steps_per_epoch: training steps per epoch, as passed to ``fit()``.
 
     Returns:
         ``ResumePoint(0, 0, 0)`` for a fresh run (or one whose fit() completed and deleted its backup).
+
+    Raises:
+        BackupError: the backup is damaged (see :func:`read_backup`).
     """
-    ckpt = tf.train.latest_checkpoint(str(pathlib.Path(run_dir) / BACKUP_DIR / "chief"))
-    if not spec.backup or ckpt is None:
+    if not spec.backup:
         return ResumePoint(0, 0, 0)
-    reader = tf.train.load_checkpoint(ckpt)
+    reader = read_backup(pathlib.Path(run_dir) / BACKUP_DIR)
+    if reader is None:
+        return ResumePoint(0, 0, 0)
     epoch = int(reader.get_tensor("ckpt_saved_epoch/.ATTRIBUTES/VARIABLE_VALUE"))
     step = int(reader.get_tensor("ckpt_saved_batch/.ATTRIBUTES/VARIABLE_VALUE"))
     if epoch < 0:
         return ResumePoint(0, 0, 0)
-    # The same rule as tf_keras WorkerTrainingState.maybe_load_initial_counters_from_ckpt.
-    if spec.backup_save_freq == "epoch" or step < 0 or step == steps_per_epoch - 1:
+    # The same rule as tf_keras WorkerTrainingState.maybe_load_initial_counters_from_ckpt for a numeric save_freq,
+    # which StepBackupAndRestore always gives it (a step of -1: an epoch-end backup whose step was not known).
+    if step < 0 or step == steps_per_epoch - 1:
         epoch, step = epoch + 1, 0
     else:
         step += 1
     return ResumePoint(epoch, step, epoch * steps_per_epoch + step)
 
 
+class BackupError(UserError):
+    """A run's BackupAndRestore state is damaged: the message names the file, the hint the ways out."""
+
+
+def read_backup(backup_dir: str | os.PathLike):
+    """Open the newest backup in ``backup_dir`` after reading every tensor of it once.
+
+    A backup cut short or partly overwritten (a full disk, a copy interrupted, a kill during a save on a file system
+    without atomic renames) otherwise fails inside Keras's restore with a bare ``IndexError``, ``NotFoundError`` or
+    ``DataLossError``, or, when its ``checkpoint`` state file is the damaged part, silently restarts from step 0.
+    Reading each tensor checks the checksum TensorFlow stores with it.
+
+    Returns:
+        A ``tf.train.CheckpointReader``, or None when there is no backup.
+
+    Raises:
+        BackupError: naming the damaged file; the hint offers ``resume=false`` and ``resume=last``.
+    """
+    chief = pathlib.Path(backup_dir) / "chief"
+    if not chief.is_dir() or not any(chief.iterdir()):
+        return None
+    state = chief / "checkpoint"
+    try:
+        prefix = tf.train.latest_checkpoint(str(chief))
+    except (tf.errors.OpError, ValueError) as e:
+        raise _damaged(state, e) from None
+    if prefix is None:
+        if state.exists() or any(chief.glob("*.index")):
+            raise _damaged(state, "it names no checkpoint")
+        return None
+    index = pathlib.Path(prefix + ".index")
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+    except (tf.errors.OpError, ValueError) as e:
+        raise _damaged(index if index.exists() else state, e) from None
+    data = sorted(chief.glob(pathlib.Path(prefix).name + ".data-*")) or [pathlib.Path(prefix + ".data-00000-of-00001")]
+    try:
+        for key in reader.get_variable_to_shape_map():
+            reader.get_tensor(key)
+    except (tf.errors.OpError, ValueError, IndexError) as e:
+        named = [f for f in data if str(f) in str(e)]
+        raise _damaged(named[0] if named else data[0], e) from None
+    return reader
+
+
+def _damaged(path: pathlib.Path, cause) -> BackupError:
+    text = str(getattr(cause, "message", cause)).strip()
+    message = text.splitlines()[0] if text else type(cause).__name__
+    last = path.parent.parent.parent / LAST_DIR  # <run>/backup/chief/<file>
+    has_last = tf.train.latest_checkpoint(str(last)) is not None
+    fallback = f"; resume=last restarts from {last} (the last finished epoch)" if has_last else ""
+    return BackupError(f"{path}: the training backup is damaged ({message[:200]}); this run cannot resume from it",
+                       hint=f"resume=false trains this run directory again from the start{fallback}")
+
+
 class StepBackupAndRestore(tf_keras.callbacks.BackupAndRestore):
-    """``BackupAndRestore`` that is exact with ``steps_per_execution > 1`` and also works on one device.
+    """``BackupAndRestore`` that is exact with ``steps_per_execution > 1``, works on one device, and stops on a
+    signal with a fresh backup.
 
     With ``save_freq`` in steps it backs up after every ``save_freq`` steps and after each epoch's validation
     (a backup taken on an epoch's last step would mark the epoch done before its validation, reports and
     checkpoints are written). Put it last in the callback list so everything an epoch writes lands first.
+
+    Every backup records its step, in epoch mode too, so that a backup taken mid-epoch is read back as such. When
+    ``stop_request`` holds a signal (see :func:`tfsent.training.preemption.stop_on_signals`), the next execution's
+    end backs up that step and raises :class:`~tfsent.training.preemption.TrainingInterrupted`; on an epoch's
+    last step the stop waits for the epoch's end, whose own backup then serves.
     """
 
     def __init__(self, backup_dir: str | os.PathLike, save_freq: int | str = "epoch"):
@@ -151,44 +219,63 @@ class StepBackupAndRestore(tf_keras.callbacks.BackupAndRestore):
         super().__init__(str(backup_dir), save_freq=save_freq, delete_checkpoint=False)
         # OneDeviceStrategy (strategy "cpu", a single GPU) checkpoints like any other; Keras just never listed it.
         self._supported_strategies = (*self._supported_strategies, tf.distribute.OneDeviceStrategy)
+        self.every = save_freq if isinstance(save_freq, int) else None
+        self.stop_request = StopRequest()
         self._steps_since_backup = 0
         self._execution_start = 0
         self._last_step = -1
 
+    def _implements_train_batch_hooks(self):
+        return True  # a stop request is checked after every execution, whatever the backup frequency
+
     def on_train_begin(self, logs=None):
-        if isinstance(self.save_freq, int):
+        steps = self.params.get("steps")
+        if self.every is not None:
             per_execution = getattr(self.model, "_steps_per_execution", None)
             per_execution = 1 if per_execution is None else int(per_execution.numpy())
-            if self.save_freq % per_execution:
-                raise ConfigError(f"callbacks.backup_save_freq={self.save_freq} must be a multiple of "
+            if self.every % per_execution:
+                raise ConfigError(f"callbacks.backup_save_freq={self.every} must be a multiple of "
                                   f"steps_per_execution={per_execution}: a backup can only be taken between "
                                   "executions")
-            if not self.params.get("steps"):
+            if not steps:
                 raise ConfigError("callbacks.backup_save_freq in steps needs a known number of steps per epoch "
                                   "(pass steps_per_epoch to fit())")
+        elif steps:
+            # Keras reads a backup's step back only when the training state's save_freq is a number.
+            self.save_freq = steps
         super().on_train_begin(logs)
 
     def on_train_batch_begin(self, batch, logs=None):
         self._execution_start = batch
 
     def on_train_batch_end(self, batch, logs=None):
-        if not isinstance(self.save_freq, int):
-            return
         self._steps_since_backup += batch - self._execution_start + 1
         self._last_step = batch
-        if self._steps_since_backup >= self.save_freq and batch != self.params["steps"] - 1:
+        last_of_epoch = batch == self.params.get("steps", 0) - 1
+        if self.stop_request.signum is not None and isinstance(self.save_freq, int) and not last_of_epoch:
+            self._backup_at(batch)
+            self._stop()
+        if self.every and self._steps_since_backup >= self.every and not last_of_epoch:
             self._backup_at(batch)
 
     def on_epoch_end(self, epoch, logs=None):
         if isinstance(self.save_freq, int):
             self._backup_at(self._last_step)
         else:
+            self._training_state._ckpt_saved_batch.assign(-1)  # steps unknown: the backup means "epoch done"
             super().on_epoch_end(epoch, logs)
+        if self.stop_request.signum is not None:
+            self._stop()
 
     def _backup_at(self, step: int) -> None:
         self._training_state._ckpt_saved_batch.assign(step)
         self._backup(epoch=self._current_epoch, batch=step)
         self._steps_since_backup = 0
+
+    def _stop(self) -> None:
+        steps = self.params.get("steps") or 0
+        raise TrainingInterrupted(self.stop_request.signum, self._current_epoch,
+                                  self._current_epoch * steps + self._last_step + 1, self.backup_dir)
 
 
 class EpochCheckpoint(tf_keras.callbacks.Callback):

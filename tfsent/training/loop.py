@@ -8,6 +8,7 @@ all replicas, distributed ``evaluate()`` on the test split and ``save_pretrained
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -27,7 +28,9 @@ from tfsent.runtime.precision import set_policy
 from tfsent.runtime.progress import bar_first, fit_verbose
 from tfsent.runtime.strategy import check_global_batch, make_strategy
 from tfsent.runtime.workers import BACKUP_DIR, worker_info, write_dir
-from tfsent.training.callbacks import resume_point
+from tfsent.training.callbacks import (CHECKPOINT_META, LAST_DIR, ResumePoint, StepBackupAndRestore,
+                                       restore_checkpoint, resume_point)
+from tfsent.training.preemption import stop_on_signals
 from tfsent.training.task import Task, TrainSpec, task_class
 
 log = logging.getLogger(__name__)
@@ -54,6 +57,7 @@ class Setup:
         total_updates: optimizer updates of the whole run (micro-steps / accumulation).
         policy: the precision policy in force.
         callbacks: the callbacks of ``fit()``.
+        initial_epoch: the epoch ``fit()`` starts at (``resume=last``: the one after ``checkpoints/last``).
     """
 
     spec: TrainSpec
@@ -69,6 +73,7 @@ class Setup:
     total_updates: int
     policy: str
     callbacks: list[tf_keras.callbacks.Callback]
+    initial_epoch: int = 0
 
 
 def build(spec: TrainSpec, run_dir: str | os.PathLike) -> Setup:
@@ -87,7 +92,7 @@ def build(spec: TrainSpec, run_dir: str | os.PathLike) -> Setup:
     """
     final_run_dir = pathlib.Path(run_dir)
     # Every worker refuses a finished run alike; only the chief clears the shared directory.
-    _claim_run_dir(final_run_dir, overwrite=spec.overwrite,
+    _claim_run_dir(final_run_dir, overwrite=spec.overwrite, resume=spec.resume,
                    may_clear=spec.strategy != "multi_worker" or worker_info().is_chief)
     trainer = spec.trainer
     task = task_class(spec.task)(spec)
@@ -110,7 +115,12 @@ def build(spec: TrainSpec, run_dir: str | os.PathLike) -> Setup:
         # Length buckets: the exact count depends on the shuffle, and the data repeats; an epoch is one pass's worth.
         train_steps = max(1, manifest.splits["train"].count // trainer.global_batch_size)
     steps_per_epoch = min(train_steps, trainer.steps_per_epoch or train_steps)
-    resume = resume_point(spec.callbacks, run_dir, steps_per_epoch)
+    if spec.resume == "last":
+        epoch = json.loads((final_run_dir / LAST_DIR / CHECKPOINT_META).read_text())["epoch"]
+        resume = ResumePoint(epoch, 0, epoch * steps_per_epoch)
+        log.info("resume=last: restarting after epoch %d from %s", epoch, final_run_dir / LAST_DIR)
+    else:
+        resume = resume_point(spec.callbacks, run_dir, steps_per_epoch)
     if resume.steps_done:
         # A killed run resumes: continue the same seeded data stream where it stopped.
         log.info("resuming at epoch %d, step %d (%d steps done)", resume.epoch, resume.step, resume.steps_done)
@@ -121,36 +131,58 @@ def build(spec: TrainSpec, run_dir: str | os.PathLike) -> Setup:
     with strategy.scope():
         model = task.build_model()
         task.compile(model, task.build_optimizer(model, total_updates, policy))
+        if spec.resume == "last":
+            # Slots must exist before the restore fills them (BackupAndRestore builds the optimizer the same way).
+            model.optimizer.build(model.trainable_variables)
+            restore_checkpoint(model, final_run_dir / LAST_DIR)
 
     callbacks = task.callbacks(run_dir, model)
     return Setup(spec=spec, task=task, strategy=strategy, run_dir=run_dir, final_run_dir=final_run_dir,
                  model=model, train_data=train_data, val_data=val_data, val_steps=val_steps,
-                 steps_per_epoch=steps_per_epoch, total_updates=total_updates, policy=policy, callbacks=callbacks)
+                 steps_per_epoch=steps_per_epoch, total_updates=total_updates, policy=policy, callbacks=callbacks,
+                 initial_epoch=resume.epoch if spec.resume == "last" else 0)
 
 
-def _claim_run_dir(run_dir: pathlib.Path, *, overwrite: bool, may_clear: bool = True) -> None:
+def _claim_run_dir(run_dir: pathlib.Path, *, overwrite: bool, resume: bool | str = True,
+                   may_clear: bool = True) -> None:
     """Create the run directory; refuse one that holds a finished run unless ``overwrite`` (then clear it).
 
     A finished run (``metrics.json`` written) left its checkpoints, reports and per-epoch CSV behind; training into
-    it again would mix two runs. A killed run has no ``metrics.json`` and resumes instead.
+    it again would mix two runs. A killed run has no ``metrics.json`` and resumes instead, unless ``resume`` says
+    otherwise: False clears what it left, ``"last"`` drops its backup so that training restarts from
+    ``checkpoints/last``.
 
     Raises:
-        ConfigError: ``run_dir`` holds a finished run and ``overwrite`` is false.
+        ConfigError: ``run_dir`` holds a finished run and ``overwrite`` is false; ``resume=last`` without a
+            ``checkpoints/last``.
     """
     if (run_dir / METRICS_FILE).is_file():
         if not overwrite:
             raise ConfigError(f"{run_dir}: holds a finished run ({METRICS_FILE}); pass overwrite=true to clear it "
                               "and train again, or choose another run directory")
-        entries = run_dir.iterdir() if may_clear else ()
         log.info("overwrite=true: clearing the finished run in %s", run_dir)
-        for entry in entries:
-            if entry.name in _HYDRA_ENTRIES:
-                continue
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-            else:
-                entry.unlink()
+        _clear(run_dir, may_clear)
+    elif resume is False and run_dir.is_dir() and any(e.name not in _HYDRA_ENTRIES for e in run_dir.iterdir()):
+        log.info("resume=false: clearing the unfinished run in %s", run_dir)
+        _clear(run_dir, may_clear)
+    elif resume == "last":
+        last = run_dir / LAST_DIR
+        if not (last / CHECKPOINT_META).is_file() or tf.train.latest_checkpoint(str(last)) is None:
+            raise ConfigError(f"resume=last: {last} holds no checkpoint of a finished epoch; use resume=false")
+        if may_clear:
+            shutil.rmtree(run_dir / BACKUP_DIR, ignore_errors=True)
     run_dir.mkdir(parents=True, exist_ok=True)
+
+
+def _clear(run_dir: pathlib.Path, may_clear: bool) -> None:
+    """Delete what a run left in ``run_dir``, except the new run's own Hydra files (on the chief only)."""
+    for entry in run_dir.iterdir() if may_clear else ():
+        if entry.name in _HYDRA_ENTRIES:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
 
 
 def fit(setup: Setup) -> dict[str, Any]:
@@ -161,6 +193,10 @@ def fit(setup: Setup) -> dict[str, Any]:
 
     Returns:
         Final metrics: ``test_*`` (and ``val_*``) values, steps, seconds, and the saved model's path.
+
+    Raises:
+        TrainingInterrupted: SIGTERM or SIGINT arrived during ``fit()``; a backup of the last finished step was
+            saved first (single-host strategies with ``callbacks.backup``).
     """
     spec, task, model, run_dir = setup.spec, setup.task, setup.model, setup.run_dir
     trainer = spec.trainer
@@ -169,9 +205,14 @@ def fit(setup: Setup) -> dict[str, Any]:
              spec.run_name, replicas, setup.steps_per_epoch, trainer.epochs, setup.total_updates, setup.policy)
     started = time.perf_counter()
     verbose = fit_verbose(trainer.progress)
-    history = model.fit(setup.train_data, epochs=trainer.epochs, steps_per_epoch=setup.steps_per_epoch,
-                        validation_data=setup.val_data, validation_steps=setup.val_steps,
-                        callbacks=bar_first(setup.callbacks, verbose), verbose=verbose)
+    backup = next((c for c in setup.callbacks if isinstance(c, StepBackupAndRestore)), None)
+    # A multi-worker save is collective: one worker cannot save alone on its own signal (tfsent.training.preemption).
+    stops = backup is not None and spec.strategy != "multi_worker"
+    with stop_on_signals(backup.stop_request) if stops else contextlib.nullcontext():
+        history = model.fit(setup.train_data, epochs=trainer.epochs, steps_per_epoch=setup.steps_per_epoch,
+                            initial_epoch=setup.initial_epoch, validation_data=setup.val_data,
+                            validation_steps=setup.val_steps, callbacks=bar_first(setup.callbacks, verbose),
+                            verbose=verbose)
     seconds = time.perf_counter() - started
 
     metrics: dict[str, Any] = {f"val_{k}" if not k.startswith("val_") else k: float(v[-1])

@@ -49,6 +49,8 @@ class TrainSpec:
         trainer: how ``fit()`` runs.
         callbacks: checkpoints, backup, logs, reports.
         overwrite: clear a run directory that holds a finished run and train again (otherwise it is refused).
+        resume: for a killed run's directory: True resumes from its backup, False clears it and trains from the
+            start, ``"last"`` restarts from its ``checkpoints/last``.
         command: the command line that started the run, for the model card.
     """
 
@@ -62,7 +64,12 @@ class TrainSpec:
     trainer: TrainerSpec
     callbacks: CallbackSpec
     overwrite: bool = False
+    resume: bool | str = True
     command: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.resume not in (True, False, "last"):
+            raise ConfigError(f"resume must be true, false or last, got {self.resume!r}")
 
 
 def task_class(name: str) -> type[Task]:
