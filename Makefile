@@ -50,8 +50,7 @@ predict: ## Predict with a trained model: make predict CKPT=runs/.../model INPUT
 	$(PY) -m tfsent.predict ckpt_path=$(CKPT) input=$(INPUT) output=$(OUTPUT) $(ARGS)
 
 TRANSCRIPTS ?= ../shared/data/transcripts/ectsum/test
-DEMO_SHOW = import pandas as pd; t = open("data/demo/sentences.txt").read().splitlines(); \
-	d = pd.read_csv("$(RUN_DIR)/sentences.csv"); d.insert(0, "text", [t[i] for i in d.row]); \
+DEMO_SHOW = import pandas as pd; d = pd.read_csv("$(RUN_DIR)/sentences.csv"); \
 	pd.set_option("display.max_colwidth", 70); pd.set_option("display.width", 160); \
 	print(d[["text", "label"] + [c for c in d if c.startswith("prob_")]].round(3).to_string(index=False))
 demo: ## Offline end to end: fine-tune MiniLM-L6 on PhraseBank AllAgree (4 epochs), score sentences and transcripts

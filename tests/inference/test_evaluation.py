@@ -119,6 +119,8 @@ def test_parquet_labels_are_checked_before_the_model_loads(ckpt, tmp_path, monke
 def test_masked_lm_checkpoints_are_refused(tmp_path):
     (tmp_path / "mlm").mkdir()
     (tmp_path / "mlm" / SPEC_FILE).write_text("{}")
+    (tmp_path / "mlm" / "config.json").write_text("{}")
+    (tmp_path / "mlm" / "tf_model.h5").write_bytes(b"")  # never loaded: the refusal comes first
     (tmp_path / "in.csv").write_text("text,label\nhello,positive\n")
     with pytest.raises(ConfigError, match="masked_lm checkpoint; labelled files are scored by classifiers only"):
         driver.predict(tmp_path / "mlm", tmp_path / "in.csv", tmp_path / "out.csv",

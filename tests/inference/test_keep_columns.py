@@ -60,9 +60,14 @@ def test_text_input_keeps_its_text(ckpt, tmp_path):
 @pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
 def test_missing_kept_column_is_named_before_the_model_loads(tmp_path, fmt):
     src = _write(TABLE, tmp_path / f"in.{fmt}")
-    # Not a checkpoint at all: the column check must come first.
+    # A folder that passes the checkpoint's name check but whose weights are empty: loading it would fail, so the
+    # column check must come first.
+    fake = tmp_path / "model"
+    fake.mkdir()
+    (fake / "config.json").write_text("{}")
+    (fake / "tf_model.h5").write_bytes(b"")
     with pytest.raises(DataError, match=r"no column 'sector' \(keep_columns\)"):
-        driver.predict(tmp_path / "no_model", src, tmp_path / "out.csv",
+        driver.predict(fake, src, tmp_path / "out.csv",
                        PredictOptions(**KW, text_column="body", keep_columns=("sector",)))
     assert not (tmp_path / "out.csv").exists()
 

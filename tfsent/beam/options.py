@@ -20,6 +20,8 @@ class BeamOptions:
     input_format: str = "auto"
     text_column: str = "text"
     id_column: str | None = None
+    keep_columns: tuple[str, ...] = ()
+    keep_text: bool = True
     encoding: str | None = None
     output_format: str | None = None
     global_batch_size: int = 64
@@ -36,6 +38,7 @@ class BeamOptions:
 
     def __post_init__(self):
         object.__setattr__(self, "buckets", tuple(int(b) for b in self.buckets))
+        object.__setattr__(self, "keep_columns", tuple(str(c) for c in self.keep_columns))
         if isinstance(self.documents, Mapping):
             object.__setattr__(self, "documents", ChunkOptions(**self.documents))
         if isinstance(self.pipeline_options, Mapping):

@@ -108,10 +108,11 @@ def build(pipeline: beam.Pipeline, ckpt_path: str, input: str, output: str, opti
         markers = pipeline | "Blocks" >> beam.Create([(b, None) for b in range(-(-len(documents) // size))])
         keyed = (keyed, markers) | "WithMarkers" >> beam.Flatten()
     doc_ids = [document_id(p) for p in documents] if documents is not None else None
+    names = {document_id(p): pathlib.PurePosixPath(str(p)).name for p in documents or ()}
     (keyed
      | "GroupBlocks" >> beam.GroupByKey()
      | "WriteBlocks" >> beam.ParDo(WriteBlocks(folder, size, doc_ids, list(facts.label_names),
-                                               options.documents.weight), total)
+                                               options.documents.weight, names), total)
      | "AllBlocks" >> beam.combiners.ToList()
      | "Merge" >> beam.ParDo(MergeBlocks(output, out_fmt, folder, size, documents is not None), total))
     return Plan(fmt, documents, folder)

@@ -67,28 +67,36 @@ class _Tokenizing(beam.DoFn):
 class ReadRows(beam.DoFn):
     """A file path in, ``(row, Record)`` out for each of its rows, in file order."""
 
-    def __init__(self, fmt: str, *, text_column: str, id_column: str | None, encoding: str | None):
+    def __init__(self, fmt: str, *, text_column: str, id_column: str | None, encoding: str | None,
+                 keep_columns: tuple[str, ...] = ()):
         self._fmt, self._text_column, self._id_column, self._encoding = fmt, text_column, id_column, encoding
+        self._keep_columns = tuple(keep_columns)
 
     def process(self, path: str):
         with files.local_file(path) as local:
             source = TextSource(local, self._fmt, text_column=self._text_column, id_column=self._id_column,
-                                encoding=self._encoding)
+                                encoding=self._encoding, keep_columns=self._keep_columns)
             yield from enumerate(source.units())
 
 
 class TokenizeRows(_Tokenizing):
     """A batch of ``(row, Record)`` in, one :class:`Unit` per row out (``tfsent.inference.tokens``)."""
 
-    def __init__(self, ckpt_path: str, features: tuple[str, ...], max_length: int, with_id: bool):
+    def __init__(self, ckpt_path: str, features: tuple[str, ...], max_length: int, with_id: bool,
+                 keep_text: bool = True, keep_columns: tuple[str, ...] = ()):
         super().__init__(ckpt_path, features, max_length)
-        self._with_id = with_id
+        self._with_id, self._keep_text, self._keep_columns = with_id, keep_text, tuple(keep_columns)
 
     def process(self, batch: list):
         tokens = tokenize_texts(self._tokenizer, [r.text for _, r in batch], self._max_length,
                                 features=self._features)
         for i, (row, record) in enumerate(batch):
             columns = {"row": row, "id": record.source_id} if self._with_id else {"row": row}
+            # The same columns, in the same order, as tfsent.predict's rows (tfsent.inference.stream).
+            if self._keep_text:
+                columns["text"] = record.text
+            for name, value in zip(self._keep_columns, record.kept):
+                columns.setdefault(name, value)
             yield Unit((row, 0), 1, columns, {f: tokens.row(f, i) for f in self._features},
                        bool(tokens.truncated[i]))
 
@@ -112,7 +120,8 @@ class ChunkDocuments(_Tokenizing):
                       "attention_mask": np.ones(c.n_tokens, np.int32)}
             if "token_type_ids" in self._features:
                 tokens["token_type_ids"] = np.asarray(c.token_type_ids, np.int32)
-            columns = {"doc_id": c.doc_id, "chunk_id": c.chunk_id, "start": c.start, "end": c.end,
+            columns = {"doc_id": c.doc_id, "document": pathlib.PurePosixPath(str(path)).name,
+                       "chunk_id": c.chunk_id, "start": c.start, "end": c.end,
                        "text": text[c.start:c.end]}
             yield Unit((position, c.chunk_id), len(chunks), columns, tokens)
 
@@ -173,11 +182,11 @@ class ReadUnits(beam.PTransform):
         rows = (pipeline
                 | "Input" >> beam.Create([self._input])
                 | "Parse" >> beam.ParDo(ReadRows(self._fmt, text_column=o.text_column, id_column=o.id_column,
-                                                 encoding=o.encoding)))
+                                                 encoding=o.encoding, keep_columns=o.keep_columns)))
         units = (rows
                  | "SpreadRows" >> beam.Reshuffle()
                  | "TokenizerBatches" >> beam.BatchElements(min_batch_size=TOKENIZE_BATCH,
                                                             max_batch_size=TOKENIZE_BATCH)
                  | "Tokenize" >> beam.ParDo(TokenizeRows(self._ckpt, self._features, self._max_length,
-                                                         o.id_column is not None)))
+                                                         o.id_column is not None, o.keep_text, o.keep_columns)))
         return units, rows | "CountRows" >> beam.combiners.Count.Globally()

@@ -28,6 +28,7 @@ from tfsent.beam import files
 from tfsent.inference import documents as docs_lib
 from tfsent.inference import outputs
 from tfsent.inference.engine import reorder
+from tfsent.inference.merge import with_document
 from tfsent.inference.outputs import OutputError
 
 
@@ -66,8 +67,9 @@ class WriteBlocks(beam.DoFn):
     """
 
     def __init__(self, folder: str, block_size: int, documents: list[str] | None, label_names: list[str],
-                 weight: str):
+                 weight: str, file_names: dict[str, str] | None = None):
         self._folder, self._size, self._documents = folder, block_size, documents
+        self._file_names = dict(file_names or {})
         self._labels, self._weight = list(label_names), weight
 
     def process(self, element, total: int):
@@ -113,7 +115,7 @@ class WriteBlocks(beam.DoFn):
                                                  chunks["n_tokens"].to_numpy(), chunks["label_id"].to_numpy(),
                                                  chunks[[f"prob_{n}" for n in names]].to_numpy(), names,
                                                  self._weight)
-        return chunks, pd.DataFrame(table)
+        return chunks, with_document(pd.DataFrame(table), self._file_names)
 
 
 @contextlib.contextmanager

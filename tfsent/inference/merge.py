@@ -66,13 +66,13 @@ def merge(stores: list[tuple[pathlib.Path, dict]], source, output: pathlib.Path,
                     confusion.add(frame)
                 rows += len(frame)
                 if documents:
-                    chunk_writer.write(_with_document(frame, file_names))
+                    chunk_writer.write(with_document(frame, file_names))
                     names = [c[len("prob_"):] for c in frame.columns if c.startswith("prob_")]
                     table = docs_lib.aggregate_documents(
                         doc_ids[info.lo:info.hi], frame["doc_id"].tolist(), frame["n_tokens"].to_numpy(),
                         frame["label_id"].to_numpy(), frame[[f"prob_{n}" for n in names]].to_numpy(), names,
                         options.documents.weight)
-                    main.write(_with_document(pd.DataFrame(table), file_names))
+                    main.write(with_document(pd.DataFrame(table), file_names))
                 else:
                     main.write(frame)
         if documents and at != len(doc_ids):
@@ -87,8 +87,11 @@ def merge(stores: list[tuple[pathlib.Path, dict]], source, output: pathlib.Path,
     return result
 
 
-def _with_document(frame: pd.DataFrame, file_names: dict[str, str]) -> pd.DataFrame:
-    # doc_id is the file's stem; the name with its suffix finds the file again.
+def with_document(frame: pd.DataFrame, file_names: dict[str, str]) -> pd.DataFrame:
+    """``frame`` with each document's file name (``document``) after ``doc_id``, its file's stem.
+
+    The name with its suffix finds the file again; a ``document`` column already there (kept) is left as it is.
+    """
     if "document" in frame.columns:
         return frame
     frame = frame.copy()
