@@ -25,7 +25,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from tfsent.beam import files
 from tfsent.beam.handler import SLAB_BATCHES, BucketBatches, ClassifierHandler, describe
 from tfsent.beam.options import BeamOptions
-from tfsent.beam.read import ReadUnits, document_id, list_documents
+from tfsent.beam.read import ReadUnits, document_id, document_name, list_documents
 from tfsent.beam.write import MergeBlocks, WriteBlocks, chunks_path
 from tfsent.data.errors import DataError
 from tfsent.errors import UserError
@@ -108,7 +108,7 @@ def build(pipeline: beam.Pipeline, ckpt_path: str, input: str, output: str, opti
         markers = pipeline | "Blocks" >> beam.Create([(b, None) for b in range(-(-len(documents) // size))])
         keyed = (keyed, markers) | "WithMarkers" >> beam.Flatten()
     doc_ids = [document_id(p) for p in documents] if documents is not None else None
-    names = {document_id(p): pathlib.PurePosixPath(str(p)).name for p in documents or ()}
+    names = {document_id(p): document_name(p) for p in documents or ()}
     (keyed
      | "GroupBlocks" >> beam.GroupByKey()
      | "WriteBlocks" >> beam.ParDo(WriteBlocks(folder, size, doc_ids, list(facts.label_names),

@@ -23,6 +23,7 @@ from tfsent.beam import files
 from tfsent.data.errors import DataError
 from tfsent.inference import documents as docs_lib
 from tfsent.inference.inputs import DocumentSource, TextSource, read_document
+from tfsent.inference.stream import record_columns
 from tfsent.inference.tokens import tokenize_texts
 from tfsent.models import load_tokenizer
 
@@ -90,13 +91,10 @@ class TokenizeRows(_Tokenizing):
     def process(self, batch: list):
         tokens = tokenize_texts(self._tokenizer, [r.text for _, r in batch], self._max_length,
                                 features=self._features)
-        for i, (row, record) in enumerate(batch):
-            columns = {"row": row, "id": record.source_id} if self._with_id else {"row": row}
-            # The same columns, in the same order, as tfsent.predict's rows (tfsent.inference.stream).
-            if self._keep_text:
-                columns["text"] = record.text
-            for name, value in zip(self._keep_columns, record.kept):
-                columns.setdefault(name, value)
+        kept = record_columns([r for _, r in batch], with_id=self._with_id, keep_text=self._keep_text,
+                              keep_columns=self._keep_columns)
+        for i, (row, _) in enumerate(batch):
+            columns = {"row": row, **{name: values[i] for name, values in kept.items()}}
             yield Unit((row, 0), 1, columns, {f: tokens.row(f, i) for f in self._features},
                        bool(tokens.truncated[i]))
 
@@ -120,15 +118,23 @@ class ChunkDocuments(_Tokenizing):
                       "attention_mask": np.ones(c.n_tokens, np.int32)}
             if "token_type_ids" in self._features:
                 tokens["token_type_ids"] = np.asarray(c.token_type_ids, np.int32)
-            columns = {"doc_id": c.doc_id, "document": pathlib.PurePosixPath(str(path)).name,
-                       "chunk_id": c.chunk_id, "start": c.start, "end": c.end,
+            columns = {"doc_id": c.doc_id, "chunk_id": c.chunk_id, "start": c.start, "end": c.end,
                        "text": text[c.start:c.end]}
             yield Unit((position, c.chunk_id), len(chunks), columns, tokens)
 
 
 def document_id(path: str) -> str:
     """A document's id: its file name without the suffix (as ``tfsent.predict``)."""
-    return pathlib.PurePosixPath(str(path).replace("\\", "/")).stem
+    return _posix(path).stem
+
+
+def document_name(path: str) -> str:
+    """A document's file name, the output's ``document`` column (as ``tfsent.predict``)."""
+    return _posix(path).name
+
+
+def _posix(path: str) -> pathlib.PurePosixPath:
+    return pathlib.PurePosixPath(str(path).replace("\\", "/"))
 
 
 def list_documents(folder: str, encoding: str | None) -> list[str]:

@@ -103,15 +103,25 @@ def _row_part(predictor: Predictor, kind: str, units: list, max_length: int, opt
     else:
         tokens = tokenize_texts(predictor.tokenizer, [r.text for r in units], max_length,
                                 features=predictor.features)
-        columns = {"id": [r.source_id for r in units]} if options.id_column else {}
-        if options.keep_text:
-            columns["text"] = [r.text for r in units]
-        for j, name in enumerate(options.keep_columns):
-            if name not in columns:  # `text` kept twice when it is also the text column
-                columns[name] = [r.kept[j] for r in units]
-        if options.label_column is not None:
-            columns[GOLD_COLUMN] = [r.label for r in units]
+        columns = record_columns(units, with_id=options.id_column is not None, keep_text=options.keep_text,
+                                 keep_columns=options.keep_columns, with_label=options.label_column is not None)
     return tokens, columns
+
+
+def record_columns(records: list, *, with_id: bool, keep_text: bool, keep_columns, with_label: bool = False
+                   ) -> dict[str, list]:
+    """The columns text records carry into the output besides ``row`` and the predictions, in output order:
+    ``id``, the kept ``text``, the kept input columns, the gold label. ``tfsent.predict`` and ``tfsent.beam`` both
+    build their rows with it, so the two outputs have the same columns."""
+    columns = {"id": [r.source_id for r in records]} if with_id else {}
+    if keep_text:
+        columns["text"] = [r.text for r in records]
+    for j, name in enumerate(keep_columns):
+        if name not in columns:  # `text` kept twice when it is also the text column
+            columns[name] = [r.kept[j] for r in records]
+    if with_label:
+        columns[GOLD_COLUMN] = [r.label for r in records]
+    return columns
 
 
 def _document_part(predictor: Predictor, stream: Iterator, max_length: int, options: PredictOptions,
