@@ -158,6 +158,31 @@ def render(result: ModelResult, matmul: dict[str, float]) -> list[str]:
     return lines
 
 
+def padding_ceiling(result: ModelResult) -> list[str]:
+    """Per job with a pipeline timing, the ratio to the pipeline tfsent would reach with no padding at all.
+
+    The chosen path's *executed* FLOP rate is the rate this CPU runs the model's own shapes at (not the big square
+    matmuls of the matmul rate); divided by the pipeline's useful FLOP rate on the same rows, it bounds what any
+    bucketing could gain. The measured ratio falls short of it by the executed / useful FLOPs (bucket padding,
+    filler rows)."""
+    lines = []
+    for job in result.jobs:
+        pipe = _find(job, "HF pipeline")
+        if pipe is None or result.chosen not in job.flops:
+            continue
+        executed, useful = job.flops[result.chosen]
+        chosen = job.series[result.chosen]
+        useful_per_row = useful / chosen.rows
+        executed_rate = executed / chosen.time.median
+        pipe_rate = useful_per_row * pipe.rows / pipe.time.median
+        lines.append(f"- {result.label}, {job.rows}-row job: the chosen path runs the model's shapes at "
+                     f"{executed_rate / 1e9:.1f} GFLOP/s and the pipeline its useful FLOPs at {pipe_rate / 1e9:.1f}: "
+                     f"with no padding at all tfsent would be at most **{executed_rate / pipe_rate:.2f}x** the "
+                     f"pipeline here; it executes {executed / useful:.2f}x the useful FLOPs, hence "
+                     f"{rounds.speedup(chosen, pipe).median:.2f}x.")
+    return lines
+
+
 def targets(result: ModelResult) -> list[table.Target]:
     """The issue's targets on this model: chosen path >= 2x the pipeline and >= 4x the eager loop (medians of
     per-round ratios, at the job size where each was timed)."""

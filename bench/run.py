@@ -207,9 +207,12 @@ def _find(ms, prefix):
     return next((m for m in ms if m.name.startswith(prefix)), None)
 
 
-def _ceilings(fp32, torch_fp32, minilm, bert) -> list[str]:
+def _ceilings(fp32, torch_fp32, minilm, bert, results=()) -> list[str]:
     """Why a speed-up over the pipeline is bounded: the best ratio any implementation could reach if it ran only
-    the useful FLOPs at 100% of the matmul rate, against what the pipeline achieves."""
+    the useful FLOPs at 100% of the matmul rate, against what the pipeline achieves; then the tighter bound of the
+    rate this CPU runs each model's own shapes at (``compare.padding_ceiling``)."""
+    from bench import compare
+
     lines = []
     for label, ms in (("MiniLM-L6", minilm), ("BERT-base", bert)):
         ref = _find(ms, "HF pipeline")
@@ -222,6 +225,8 @@ def _ceilings(fp32, torch_fp32, minilm, bert) -> list[str]:
     if lines and torch_fp32:
         lines.append(f"- torch's fp32 matmul rate here, measured the same way: {torch_fp32 / 1e9:.1f} GFLOP/s "
                      f"({torch_fp32 / fp32:.2f}x TF's): the two frameworks share one ceiling.")
+    for r in results:
+        lines += compare.padding_ceiling(r)
     if lines:
         lines = ["Ceiling on the ratio to the pipeline:", ""] + lines + [""]
     return lines
@@ -282,7 +287,8 @@ def render(args, command, desc, torch_info, matmul, results, cold_results, scali
               f"Run time {total_seconds / 60:.1f} min ("
               + ", ".join(f"{k} {v:.0f} s" for k, v in section_seconds.items()) + ").", "",
               "## Targets (issues 6 and 18)", "", table.targets_table(targets), "",
-              *_ceilings(matmul["fp32"], torch_fp32, pipes.get("MiniLM-L6", []), pipes.get("BERT-base", [])),
+              *_ceilings(matmul["fp32"], torch_fp32, pipes.get("MiniLM-L6", []), pipes.get("BERT-base", []),
+                         results),
               "## 1. Inference, interleaved rounds", "",
               "Timed: texts in, label ids out, tokenization included; loading and warm-up (tracing, XLA compilation "
               "of the job's shapes, torch's first call) before the first round. Batch 64 everywhere but the "

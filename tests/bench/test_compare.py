@@ -44,6 +44,14 @@ def test_render_shows_spread_ratios_and_matmul_fractions():
     assert "| 100-row job | 40.0 | 40% | 20.0 | 20% | 2.00 |" in text
 
 
+def test_padding_ceiling_is_the_executed_rate_over_the_pipeline_useful_rate():
+    (line,) = compare.padding_ceiling(_result())
+    # Chosen: 40 GFLOP executed in a 1 s median round; pipeline: the same 20 GFLOP useful in 3 s (6.7 GFLOP/s).
+    # No padding at all would give 40 / 6.67 = 6x; 2x padding leaves the measured 3x.
+    assert "shapes at 40.0 GFLOP/s and the pipeline its useful FLOPs at 6.7" in line
+    assert "at most **6.00x** the pipeline here; it executes 2.00x the useful FLOPs, hence 3.00x." in line
+
+
 def test_torch_worker_stays_up_across_requests_and_reports_errors():
     # The tfsent venv's python runs the worker: ping needs no torch, and a failed request leaves it serving.
     with TorchWorker(sys.executable) as worker:
@@ -77,6 +85,7 @@ def test_results_page_renders_every_section_from_scripted_results():
     assert "| default config | 100 | second | 18.00 |  |" in text
     # The pipeline's useful FLOPs (20 GFLOP in a 3 s median round) against the 100 GFLOP/s fp32 ceiling.
     assert "runs its useful FLOPs at 6.7 GFLOP/s, 7% of TF's fp32 matmul rate" in text
+    assert "- MiniLM-L6, 100-row job: the chosen path runs the model's shapes at 40.0 GFLOP/s" in text
     assert "## 3. Training" in text and "## 4. Scaling with work" in text
 
 

@@ -49,7 +49,7 @@ def test_explicit_settings_are_kept_and_bad_values_refused():
 
 def test_candidates_per_device(monkeypatch):
     cpu = make_strategy("cpu")
-    assert calibration.candidate_paths(cpu, AUTO, AVX2) == [ex.XLA_FP32, ex.GRAPH_FP32]  # never bf16 here
+    assert calibration.candidate_paths(cpu, AUTO, AVX2) == [ex.XLA_FP32]  # never bf16 here, nothing to time
     assert calibration.candidate_paths(cpu, AUTO, BF16) == [ex.XLA_FP32, ex.GRAPH_FP32, ex.GRAPH_BF16, ex.XLA_BF16]
     # Several CPU devices cannot run XLA: graph mode only, so nothing is left to time.
     assert calibration.candidate_paths(make_strategy("virtual_cpu:8"), AUTO, AVX2) == [ex.GRAPH_FP32]
@@ -64,7 +64,7 @@ def test_a_fake_calibration_picks_and_the_cache_answers_next_time(monkeypatch, c
     """The calibration table decides (here graph fp32 is 'faster'); the second job reads the cache, loads nothing."""
     from tfsent.inference import inputs
 
-    monkeypatch.setattr(calibration.execution, "cpu_flags", lambda: AVX2)
+    monkeypatch.setattr(calibration.execution, "cpu_flags", lambda: BF16)
     timed = []
 
     def fake_calibrate(paths, measure, rounds=ex.CALIBRATION_ROUNDS):
@@ -83,7 +83,8 @@ def test_a_fake_calibration_picks_and_the_cache_answers_next_time(monkeypatch, c
         return driver.load_with_options(ckpt, strategy, 1, options)
 
     source = inputs.open_source(texts, "text")
-    first = calibration.resolve_execution(strategy, AUTO, model_id="tiny", load=load, source=source)
+    fp32 = dataclasses.replace(AUTO, precision="float32")  # the two fp32 paths: the fake table has no bf16 times
+    first = calibration.resolve_execution(strategy, fp32, model_id="tiny", load=load, source=source)
     assert (first.options.precision, first.options.jit_compile, first.how) == ("float32", False, "calibration")
     assert timed == [ex.XLA_FP32, ex.GRAPH_FP32] and loads == [("float32", True), ("float32", False)]
     assert first.predictor is not None and first.predictor.model._jit_compile is False  # reused by the driver
@@ -91,11 +92,11 @@ def test_a_fake_calibration_picks_and_the_cache_answers_next_time(monkeypatch, c
     cached = json.loads(ex.cache_file().read_text())
     assert [r["choice"] for r in cached.values()] == ["graph fp32"]
 
-    again = calibration.resolve_execution(strategy, AUTO, model_id="tiny", load=load, source=source)
+    again = calibration.resolve_execution(strategy, fp32, model_id="tiny", load=load, source=source)
     assert (again.options.jit_compile, again.how, again.predictor) == (False, "cache", None)
     assert len(loads) == 2 and len(timed) == 2  # no load, no timing the second time
     # Another model (or CPU, TF version, buckets, batch) is another key: calibrated again.
-    other = calibration.resolve_execution(strategy, AUTO, model_id="other", load=load, source=source)
+    other = calibration.resolve_execution(strategy, fp32, model_id="other", load=load, source=source)
     assert other.how == "calibration" and len(timed) == 4
 
 
@@ -105,19 +106,29 @@ def test_a_run_split_over_processes_does_not_calibrate(monkeypatch):
     assert (resolved.options.precision, resolved.options.jit_compile, resolved.how) == ("float32", True, "rule")
 
 
+def test_a_cpu_without_native_bf16_runs_xla_fp32_without_calibrating(monkeypatch):
+    monkeypatch.setattr(calibration.execution, "cpu_flags", lambda: AVX2)
+    resolved = calibration.resolve_execution(make_strategy("cpu"), AUTO, model_id="m", load=None, source=object())
+    assert (resolved.options.precision, resolved.options.jit_compile, resolved.how) == ("float32", True,
+                                                                                        "only candidate")
+
+
 def test_predict_auto_fingerprints_the_resolved_path_and_logs_it(ckpt, texts, tmp_path, monkeypatch, caplog):
+    # A CPU with native bf16 and precision=float32: XLA and graph fp32 are timed (any CPU runs both).
+    monkeypatch.setattr(calibration.execution, "cpu_flags", lambda: BF16)
+    auto = dataclasses.replace(AUTO, precision="float32")
     seen = []
     real = driver.fingerprint
     monkeypatch.setattr(driver, "fingerprint", lambda *a: seen.append(a[4]) or real(*a))
     with caplog.at_level(logging.INFO, logger="tfsent.inference.driver"):
-        predict(ckpt, texts, tmp_path / "auto.csv", AUTO)
-        predict(ckpt, texts, tmp_path / "again.csv", AUTO)
+        predict(ckpt, texts, tmp_path / "auto.csv", auto)
+        predict(ckpt, texts, tmp_path / "again.csv", auto)
     chosen = [(o.precision, o.jit_compile) for o in seen]
     assert chosen[0] == chosen[1] and chosen[0][0] == "float32" and chosen[0][1] in (True, False)
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("execution:")]
     assert len(lines) == 2 and "(calibration)" in lines[0] and "(cache)" in lines[1]
     # The same rows as the explicit path that was chosen, every row once and in order.
-    explicit = dataclasses.replace(AUTO, precision="float32", jit_compile=chosen[0][1])
+    explicit = dataclasses.replace(auto, jit_compile=chosen[0][1])
     predict(ckpt, texts, tmp_path / "explicit.csv", explicit)
     auto, ref = pd.read_csv(tmp_path / "auto.csv"), pd.read_csv(tmp_path / "explicit.csv")
     assert auto["row"].tolist() == list(range(20))

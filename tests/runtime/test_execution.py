@@ -14,7 +14,8 @@ BF16 = frozenset({"avx2", "fma", "avx512f", "avx512_bf16"})
 def test_candidates_per_device():
     assert ex.candidates("tpu", BF16) == [ex.XLA_BF16]
     assert ex.candidates("tpu", AVX2, jit_compile=False) == [ex.GRAPH_BF16]  # only when the user insists
-    assert ex.candidates("cpu", AVX2) == [ex.XLA_FP32, ex.GRAPH_FP32]  # no native bf16: never bf16
+    assert ex.candidates("cpu", AVX2) == [ex.XLA_FP32]  # no native bf16: never bf16, and XLA by the bench's rule
+    assert ex.candidates("cpu", AVX2, jit_compile=False) == [ex.GRAPH_FP32]
     assert ex.candidates("cpu", BF16) == [ex.XLA_FP32, ex.GRAPH_FP32, ex.GRAPH_BF16, ex.XLA_BF16]
     assert ex.candidates("cpu", BF16, precision="float32") == [ex.XLA_FP32, ex.GRAPH_FP32]
     assert ex.candidates("cpu", BF16, jit_compile=True) == [ex.XLA_FP32, ex.XLA_BF16]
@@ -56,8 +57,8 @@ def test_resolve_caches_the_choice_per_key(tmp_path):
         measured.append(path)
         return timings[path], np.zeros(4)
 
-    paths = ex.candidates("cpu", AVX2)
-    key = ex.cache_key("model-sha", AVX2, "2.20.0", [32, 64], 64)
+    paths = ex.candidates("cpu", BF16, precision="float32")
+    key = ex.cache_key("model-sha", BF16, "2.20.0", [32, 64], 64)
     assert ex.resolve(paths, key, measure, cache)[0] == ex.GRAPH_FP32
     assert len(measured) == 2 * ex.CALIBRATION_ROUNDS
     path, record = ex.resolve(paths, key, measure, cache)

@@ -5,9 +5,14 @@ matmul ran 1.75x fp32 while under XLA bf16 was no faster than fp32; on AVX2-only
 With ``precision=auto`` / ``jit_compile=auto`` the choice is made here, per machine:
 
 - a TPU always runs XLA (and mixed bfloat16, its native type); a GPU keeps XLA with the precision policy's choice;
-- a CPU without native bf16 never gets bf16: XLA fp32 and graph fp32 are the candidates;
-- a CPU with native bf16 adds graph bf16 and XLA bf16; a bf16 path qualifies only where its labels agree with
-  float32's on at least 99.5% of the calibration rows.
+- a CPU without native bf16 runs XLA fp32, without calibrating: in the interleaved-round bench (bench/RESULTS.md,
+  AVX2-only EPYC, 5 rounds) XLA fp32 ran 1.14x graph fp32 on MiniLM-L6 (256-row job) and 1.12x on BERT-base
+  (32-row job), while the short calibration on the job's two commonest buckets picked graph fp32 for MiniLM-L6:
+  the timing noise of a few batches is as large as the difference, so timing them costs a load and a compilation
+  per candidate and decides nothing;
+- a CPU with native bf16 has a real choice (graph bf16 matmuls ran 1.75x fp32 there): XLA fp32, graph fp32,
+  graph bf16 and XLA bf16 are timed; a bf16 path qualifies only where its labels agree with float32's on at
+  least 99.5% of the calibration rows.
 
 The candidates are timed by a short calibration on the job's own bucket shapes (the caller supplies
 ``measure(path) -> (seconds, labels)``), interleaved over a few rounds so that one slow moment of a shared machine
@@ -90,7 +95,7 @@ def candidates(device: str, flags: frozenset[str], *, precision: str = "auto",
     elif device == "gpu":
         paths = [ExecutionPath(True, gpu_precision if precision == "auto" else precision)]
     else:
-        paths = [XLA_FP32, GRAPH_FP32] + ([GRAPH_BF16, XLA_BF16] if has_native_bf16(flags) else [])
+        paths = [XLA_FP32, GRAPH_FP32, GRAPH_BF16, XLA_BF16] if has_native_bf16(flags) else [XLA_FP32]
         if precision != "auto":
             paths = [p for p in paths if p.precision == precision] or [ExecutionPath(True, precision),
                                                                       ExecutionPath(False, precision)]
