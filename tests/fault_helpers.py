@@ -20,6 +20,15 @@ from collections.abc import Callable, Iterator, Sequence
 REPO = pathlib.Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
 
+# Training overrides that make one process and two workers the same function: no dropout, no shuffle (buffer 1),
+# one train shard so that the two workers' pipelines take alternate records and each global batch holds the same 16
+# records as the single process's, and no XLA (on CPU it has no cross-process collectives).
+SAME_FUNCTION_TRAIN = ["+experiment=finbert_tone_tiny", "model.hidden_dropout=0.0", "model.attention_dropout=0.0",
+                       "model.classifier_dropout=0.0", "optimizer.learning_rate=3e-3", "optimizer.dft_rate=1.0",
+                       "trainer.shuffle_buffer=1", "trainer.jit_compile=false", "trainer.steps_per_execution=1",
+                       "trainer.steps_per_epoch=3", "trainer.global_batch_size=16", "trainer.eval_batch_size=16",
+                       "callbacks.tensorboard=false", "data.num_shards={train:1,validation:1,test:1}"]
+
 
 def free_ports(n: int) -> list[int]:
     """``n`` distinct free TCP ports on 127.0.0.1 (bound to port 0 together, then released)."""
@@ -111,6 +120,31 @@ def tails(logs: Sequence[pathlib.Path], n: int = 3000) -> str:
 def checkpoint_files(directory: pathlib.Path) -> set[str]:
     """Names of the data files of the TF checkpoints in ``directory`` (changes each time a backup is written)."""
     return {p.name for p in directory.glob("*.index")} if directory.is_dir() else set()
+
+
+def train_to_the_end(args: Sequence[str], log: pathlib.Path, timeout: float = 900) -> None:
+    """Run ``python -m tfsent.train args...`` in one process; fail with its log's tail unless it exits 0."""
+    with processes() as procs:
+        procs.append(launch(["-m", "tfsent.train", *args], log))
+        assert wait_all(procs, timeout, [log]) == [0], tails([log])
+
+
+def assert_same_model(got: pathlib.Path, want: pathlib.Path) -> None:
+    """Every array of two saved models' ``tf_model.h5`` agrees, to the tolerance of sums taken in another order
+    (rtol 1e-4, atol 2e-5)."""
+    import h5py
+    import numpy as np
+
+    def arrays(model_dir):
+        out = {}
+        with h5py.File(model_dir / "tf_model.h5") as f:
+            f.visititems(lambda name, obj: out.__setitem__(name, obj[()]) if isinstance(obj, h5py.Dataset) else None)
+        return out
+
+    one, two = arrays(want), arrays(got)
+    assert one.keys() == two.keys() and one
+    for name in one:
+        np.testing.assert_allclose(two[name], one[name], rtol=1e-4, atol=2e-5, err_msg=name)
 
 
 def read_step(prefix: str, suffix: str = "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE") -> int:

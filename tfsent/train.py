@@ -117,7 +117,9 @@ def main(cfg: DictConfig) -> float | None:
     try:
         metrics = train(cfg, run_dir, command=_command_line())
     except TrainingInterrupted as e:
-        print(f"train: {e}; to resume: {resume_command(sys.argv[1:], run_dir)}", file=sys.stderr)
+        # Every worker of a multi-worker run stopped at the same step and resumes only when all of them restart.
+        where = ", on every worker with its TF_CONFIG" if strategy_name(cfg.strategy) == "multi_worker" else ""
+        print(f"train: {e}; to resume{where}: {resume_command(sys.argv[1:], run_dir)}", file=sys.stderr)
         raise SystemExit(e.exit_status) from None
     except KeyboardInterrupt:
         print(f"train: interrupted; it resumes from its last backup, if any: "

@@ -38,7 +38,7 @@ from tfsent.runtime import atomic
 from tfsent.runtime.workers import BACKUP_DIR
 from tfsent.training.curves import CurvesCallback
 from tfsent.training.metrics import ConfusionMatrix, find_confusion_metric
-from tfsent.training.preemption import StopRequest, TrainingInterrupted
+from tfsent.training.preemption import StopRequest, TrainingInterrupted, stop_agreement
 from tfsent.training.reports import confusion_report
 
 log = logging.getLogger(__name__)
@@ -210,7 +210,9 @@ class StepBackupAndRestore(tf_keras.callbacks.BackupAndRestore):
     Every backup records its step, in epoch mode too, so that a backup taken mid-epoch is read back as such. When
     ``stop_request`` holds a signal (see :func:`tfsent.training.preemption.stop_on_signals`), the next execution's
     end backs up that step and raises :class:`~tfsent.training.preemption.TrainingInterrupted`; on an epoch's
-    last step the stop waits for the epoch's end, whose own backup then serves.
+    last step the stop waits for the epoch's end, whose own backup then serves. On a strategy spanning several
+    workers, every worker asks the others at each of those points
+    (:func:`~tfsent.training.preemption.agree_to_stop`), so all of them back up the same step and stop together.
     """
 
     def __init__(self, backup_dir: str | os.PathLike, save_freq: int | str = "epoch"):
@@ -221,6 +223,7 @@ class StepBackupAndRestore(tf_keras.callbacks.BackupAndRestore):
         self._supported_strategies = (*self._supported_strategies, tf.distribute.OneDeviceStrategy)
         self.every = save_freq if isinstance(save_freq, int) else None
         self.stop_request = StopRequest()
+        self._agreement = None
         self._steps_since_backup = 0
         self._execution_start = 0
         self._last_step = -1
@@ -243,6 +246,7 @@ class StepBackupAndRestore(tf_keras.callbacks.BackupAndRestore):
         elif steps:
             # Keras reads a backup's step back only when the training state's save_freq is a number.
             self.save_freq = steps
+        self._agreement = stop_agreement(self.model.distribute_strategy)
         super().on_train_begin(logs)
 
     def on_train_batch_begin(self, batch, logs=None):
@@ -252,9 +256,11 @@ class StepBackupAndRestore(tf_keras.callbacks.BackupAndRestore):
         self._steps_since_backup += batch - self._execution_start + 1
         self._last_step = batch
         last_of_epoch = batch == self.params.get("steps", 0) - 1
-        if self.stop_request.signum is not None and isinstance(self.save_freq, int) and not last_of_epoch:
-            self._backup_at(batch)
-            self._stop()
+        if isinstance(self.save_freq, int) and not last_of_epoch:
+            signum = self._stop_signal()
+            if signum is not None:
+                self._backup_at(batch)
+                self._stop(signum)
         if self.every and self._steps_since_backup >= self.every and not last_of_epoch:
             self._backup_at(batch)
 
@@ -264,18 +270,29 @@ class StepBackupAndRestore(tf_keras.callbacks.BackupAndRestore):
         else:
             self._training_state._ckpt_saved_batch.assign(-1)  # steps unknown: the backup means "epoch done"
             super().on_epoch_end(epoch, logs)
-        if self.stop_request.signum is not None:
-            self._stop()
+        signum = self._stop_signal()
+        if signum is not None:
+            self._stop(signum)
 
     def _backup_at(self, step: int) -> None:
         self._training_state._ckpt_saved_batch.assign(step)
         self._backup(epoch=self._current_epoch, batch=step)
         self._steps_since_backup = 0
 
-    def _stop(self) -> None:
+    def _stop_signal(self) -> int | None:
+        """The signal to stop on now: this process's own, or, across workers, the one they all agree on."""
+        if self._agreement is None:
+            return self.stop_request.signum
+        return self._agreement(self.stop_request)
+
+    def _stop(self, signum: int) -> None:
         steps = self.params.get("steps") or 0
-        raise TrainingInterrupted(self.stop_request.signum, self._current_epoch,
-                                  self._current_epoch * steps + self._last_step + 1, self.backup_dir)
+        backup_dir = pathlib.Path(self.backup_dir)
+        if backup_dir.is_symlink():
+            # A non-chief worker's scratch link (tfsent.runtime.workers.write_dir): name the shared folder it means.
+            backup_dir = pathlib.Path(os.path.normpath(backup_dir.parent / os.readlink(backup_dir)))
+        raise TrainingInterrupted(signum, self._current_epoch, self._current_epoch * steps + self._last_step + 1,
+                                  str(backup_dir), elsewhere=signum != self.stop_request.signum)
 
 
 class EpochCheckpoint(tf_keras.callbacks.Callback):

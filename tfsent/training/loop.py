@@ -195,8 +195,8 @@ def fit(setup: Setup) -> dict[str, Any]:
         Final metrics: ``test_*`` (and ``val_*``) values, steps, seconds, and the saved model's path.
 
     Raises:
-        TrainingInterrupted: SIGTERM or SIGINT arrived during ``fit()``; a backup of the last finished step was
-            saved first (single-host strategies with ``callbacks.backup``).
+        TrainingInterrupted: SIGTERM or SIGINT arrived during ``fit()`` (on any worker of a multi-worker run); a
+            backup of the last finished step was saved first (with ``callbacks.backup``).
     """
     spec, task, model, run_dir = setup.spec, setup.task, setup.model, setup.run_dir
     trainer = spec.trainer
@@ -206,9 +206,7 @@ def fit(setup: Setup) -> dict[str, Any]:
     started = time.perf_counter()
     verbose = fit_verbose(trainer.progress)
     backup = next((c for c in setup.callbacks if isinstance(c, StepBackupAndRestore)), None)
-    # A multi-worker save is collective: one worker cannot save alone on its own signal (tfsent.training.preemption).
-    stops = backup is not None and spec.strategy != "multi_worker"
-    with stop_on_signals(backup.stop_request) if stops else contextlib.nullcontext():
+    with stop_on_signals(backup.stop_request) if backup is not None else contextlib.nullcontext():
         history = model.fit(setup.train_data, epochs=trainer.epochs, steps_per_epoch=setup.steps_per_epoch,
                             initial_epoch=setup.initial_epoch, validation_data=setup.val_data,
                             validation_steps=setup.val_steps, callbacks=bar_first(setup.callbacks, verbose),
