@@ -3,7 +3,8 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
-PYTEST_ARGS ?= -n 2
+# loadfile: a module's tests share one worker, so its module-scoped fixtures (trained tiny models) run once.
+PYTEST_ARGS ?= -n 2 --dist loadfile
 # Extras of the editable install: `make install-beam` adds beam (pins in tfsent/stack.toml [extras]).
 EXTRAS ?= dev
 RUN_DIR ?= runs/demo

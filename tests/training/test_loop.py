@@ -46,6 +46,7 @@ def _weights(run_dir: pathlib.Path) -> dict[str, np.ndarray]:
     return out
 
 
+@pytest.mark.slow
 def test_tiny_model_learns_on_8_replicas(prepared):
     cfg = compose_train(prepared, TINY + ["trainer.epochs=3", "trainer.steps_per_epoch=12"])
     metrics = train(cfg, prepared / "run8")
@@ -67,6 +68,9 @@ def test_same_seed_same_weights_on_1_and_8_replicas(prepared):
     train(compose_train(prepared, common + ["strategy=virtual_cpu"]), prepared / "eight")
     one, eight = _weights(prepared / "one"), _weights(prepared / "eight")
     assert one.keys() == eight.keys() and one
+    # The 8-replica run's test split went through distributed evaluate with every row counted once.
+    report = json.loads((prepared / "eight" / "reports" / "test_confusion.json").read_text())
+    assert int(np.sum(report["matrix"])) == 226  # AllAgree: 1812 train, 226 validation, 226 test (stratified)
     for name in one:
         np.testing.assert_allclose(one[name], eight[name], rtol=1e-4, atol=2e-5, err_msg=name)
 
