@@ -73,7 +73,7 @@ def test_prefetch_stops_its_thread_when_the_consumer_leaves_early():
 
 def test_the_driver_drops_each_part_before_the_next_but_one(ckpt, tmp_path, monkeypatch):
     """When part k is predicted, every array of parts 0..k-1 (tokens, source columns) is gone, and part k+1 is the
-    only one tokenized ahead: a run of many parts holds two, as a run of two does."""
+    only one tokenized ahead: a run of many parts holds two, as a run of two does, and compiles no more shapes."""
     (tmp_path / "in.txt").write_text("".join(f"sentence {i} on margins and revenue\n" for i in range(42)))
     real_predict, real_part = driver._predict_part, driver.jobs
     alive: list[list[weakref.ref]] = []
@@ -97,9 +97,19 @@ def test_the_driver_drops_each_part_before_the_next_but_one(ckpt, tmp_path, monk
             made.append(job.index)
             yield job
 
+    real_bucketed, shrinks = driver.predict_bucketed, []
+
+    def predict_bucketed(*args, shrink_tails, **kw):
+        shrinks.append(shrink_tails)
+        return real_bucketed(*args, shrink_tails=shrink_tails, **kw)
+
     monkeypatch.setattr(driver, "_predict_part", predict_part)
     monkeypatch.setattr(driver, "jobs", jobs)
+    monkeypatch.setattr(driver, "predict_bucketed", predict_bucketed)
     summary = driver.predict(ckpt, tmp_path / "in.txt", tmp_path / "out.csv",
                              PredictOptions(strategy="cpu", global_batch_size=8, buckets=(16,), part_size=5,
                                             progress=False))
     assert summary["rows"] == 42 and summary["parts"] == 9 and len(alive) == 9
+    # Full parts pad their tails to the global batch (one compiled shape per bucket however many parts run); only
+    # the short last part runs its tail small.
+    assert shrinks == [False] * 8 + [True]

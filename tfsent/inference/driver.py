@@ -295,7 +295,7 @@ def _predict_part(predictor: Predictor, strategy, job: PartJob, store: PartStore
     # by the loop while the next part is predicted.
     n = len(job.tokens)
     # A full part pads each bucket's last batch to the global batch: XLA keeps every shape it compiles (about
-    # 11 MB each for BERT-tiny on a CPU), and smaller tails, a new power of two per bucket now and then, made a
+    # 15 MB each for BERT-tiny on a CPU), and smaller tails, a new power of two per bucket now and then, made a
     # run's memory grow with its parts (1.38x from 10k to 1M rows). Padding costs under one batch per bucket per
     # part; a short part (a small job, or the last part) still runs its tails small.
     out = predict_bucketed(predictor.model, strategy, job.tokens, buckets=lengths,
