@@ -201,7 +201,7 @@ def predict_bucketed(model: tf_keras.Model, strategy: tf.distribute.Strategy, to
                      buckets: Sequence[int],
                      global_batch_size: int, pad_values: Mapping[str, int] | None = None,
                      on_rows: Callable[[int], None] | None = None,
-                     map_fn: Callable | None = None) -> dict[str, np.ndarray]:
+                     map_fn: Callable | None = None, shrink_tails: bool = True) -> dict[str, np.ndarray]:
     """Run a compiled, distributed ``model.predict`` over variable-length rows; return one output per row.
 
     Args:
@@ -215,6 +215,8 @@ def predict_bucketed(model: tf_keras.Model, strategy: tf.distribute.Strategy, to
         on_rows: called with the number of rows (fillers included) after each step, for a progress bar.
         map_fn: an optional batch-level ``features -> features`` transform run in the input pipeline (a masked
             LM's evaluation masking, ``tfsent.data.masking.masking_map_fn``).
+        shrink_tails: run each bucket's last, partial batch at a smaller shape (:func:`batch_plan`); False pads
+            it to the global batch, so that the calls compile one shape per bucket (never on a TPU anyway).
 
     Returns:
         The model's outputs (without ``example_id``), each with first dimension ``n_rows``, in row order.
@@ -231,7 +233,7 @@ def predict_bucketed(model: tf_keras.Model, strategy: tf.distribute.Strategy, to
     which = spill_partial_batches(assign_buckets(lengths, buckets), lengths, buckets, global_batch_size)
     pieces: list[dict[str, np.ndarray]] = []
     # A TPU compilation costs more than the padded rows it would save.
-    shrink_tail = not is_tpu(strategy)
+    shrink_tail = shrink_tails and not is_tpu(strategy)
     for b, length in enumerate(buckets):
         rows = np.flatnonzero(which == b)
         start = 0

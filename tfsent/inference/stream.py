@@ -3,8 +3,7 @@
 :func:`jobs` reads the source's units in order and cuts them into parts (``part_size`` rows; for documents, whole
 documents until the part holds ``part_size`` chunks, so a document never spans two parts), skipping the finished
 ones whose content is unchanged. :func:`prefetch` runs that in a thread one part ahead: the host tokenizes part
-k+1 while the device predicts part k, and memory holds at most the part being predicted, the one ready and the
-one being cut.
+k+1 while the device predicts part k, and memory holds at most the part being predicted and the next one.
 """
 
 from __future__ import annotations
@@ -146,28 +145,31 @@ def _document_part(predictor: Predictor, stream: Iterator, max_length: int, opti
 
 
 def prefetch(items: Iterator, depth: int = 1) -> Iterator:
-    """Run ``items`` in a thread, at most ``depth`` ready items ahead of the consumer (tokenizing part k+1 while
-    the device predicts part k). An error in the thread is raised here, after the items before it."""
-    ready: queue.Queue = queue.Queue(maxsize=depth)
-    stop = threading.Event()
+    """Run ``items`` in a thread, at most ``depth`` items ahead of the consumer (tokenizing part k+1 while the
+    device predicts part k). An error in the thread is raised here, after the items before it.
 
-    def put(entry) -> bool:
-        while not stop.is_set():
-            try:
-                ready.put(entry, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
+    The thread starts item k+depth only once the consumer has taken item k: with parts and ``depth`` 1, memory
+    holds the part being predicted and the next one (ready or being cut), never a third finished behind it.
+    """
+    if depth < 1:
+        raise ValueError(f"depth must be >= 1, got {depth}")
+    ready: queue.Queue = queue.Queue()
+    slots = threading.Semaphore(depth - 1)
+    stop = threading.Event()
 
     def produce() -> None:
         try:
             for item in items:
-                if not put(("item", item)):
+                ready.put(("item", item))
+                del item  # the consumer's reference is the only one
+                while not slots.acquire(timeout=0.1):
+                    if stop.is_set():
+                        return
+                if stop.is_set():
                     return
-            put(("end", None))
+            ready.put(("end", None))
         except BaseException as e:  # handed to the consumer, which raises it in the main thread
-            put(("error", e))
+            ready.put(("error", e))
 
     thread = threading.Thread(target=produce, name="tfsent-prefetch", daemon=True)
     thread.start()
@@ -178,7 +180,9 @@ def prefetch(items: Iterator, depth: int = 1) -> Iterator:
                 return
             if what == "error":
                 raise value
+            slots.release()
             yield value
+            del value
     finally:
         stop.set()
         thread.join()
