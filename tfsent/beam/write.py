@@ -106,13 +106,12 @@ class WriteBlocks(beam.DoFn):
             raise OutputError(f"block of documents {lo}..{hi - 1}: chunks missing, duplicated or out of range "
                               f"({len(keys)} chunks, {len(expected)} expected)")
         chunks = pd.DataFrame([columns for _, _, columns in entries])
-        if not chunks.empty:
-            chunks = with_document(chunks, self._file_names)
         names = self._labels
         if chunks.empty:  # every document of the block is empty
             table = docs_lib.aggregate_documents(self._documents[lo:hi], [], np.zeros(0), np.zeros(0, np.int64),
                                                  np.zeros((0, len(names))), names, self._weight)
         else:
+            chunks = with_document(chunks, self._file_names)
             table = docs_lib.aggregate_documents(self._documents[lo:hi], chunks["doc_id"].tolist(),
                                                  chunks["n_tokens"].to_numpy(), chunks["label_id"].to_numpy(),
                                                  chunks[[f"prob_{n}" for n in names]].to_numpy(), names,

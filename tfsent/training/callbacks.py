@@ -292,7 +292,7 @@ class StepBackupAndRestore(tf_keras.callbacks.BackupAndRestore):
             # A non-chief worker's scratch link (tfsent.runtime.workers.write_dir): name the shared folder it means.
             backup_dir = pathlib.Path(os.path.normpath(backup_dir.parent / os.readlink(backup_dir)))
         raise TrainingInterrupted(signum, self._current_epoch, self._current_epoch * steps + self._last_step + 1,
-                                  str(backup_dir), elsewhere=signum != self.stop_request.signum)
+                                  str(backup_dir), elsewhere=self.stop_request.elsewhere is not None)
 
 
 class EpochCheckpoint(tf_keras.callbacks.Callback):
