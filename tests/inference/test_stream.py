@@ -75,7 +75,7 @@ def test_the_driver_drops_each_part_before_the_next_but_one(ckpt, tmp_path, monk
     """When part k is predicted, every array of parts 0..k-1 (tokens, source columns) is gone, and part k+1 is the
     only one tokenized ahead: a run of many parts holds two, as a run of two does, and compiles no more shapes."""
     (tmp_path / "in.txt").write_text("".join(f"sentence {i} on margins and revenue\n" for i in range(42)))
-    real_predict, real_part = driver._predict_part, driver.jobs
+    real_predict, real_jobs = driver._predict_part, driver.jobs
     alive: list[list[weakref.ref]] = []
     made = []
 
@@ -93,7 +93,7 @@ def test_the_driver_drops_each_part_before_the_next_but_one(ckpt, tmp_path, monk
         return real_predict(predictor, strategy, job, *args, **kw)
 
     def jobs(*args, **kw):
-        for job in real_part(*args, **kw):
+        for job in real_jobs(*args, **kw):
             made.append(job.index)
             yield job
 
