@@ -43,3 +43,13 @@ def test_user_mistake_is_one_line_exit_2(tmp_path, module, args, first_line):
     errors = [ln for ln in done.stderr.splitlines() if ln.startswith("error:")]
     assert len(errors) == 1 and errors[0].startswith(first_line), done.stderr[-2000:]
     assert "Traceback" not in done.stderr
+
+
+def test_missing_extra_train_file_is_named(tmp_path):
+    data_dir = __import__("pathlib").Path(__file__).resolve().parents[1] / "data"
+    done = _run("tfsent.train", "+experiment=finbert_tone_tiny", "data=phrasebank_allagree_plus",
+                f"paths.data_dir={data_dir}", f"paths.prepared_dir={tmp_path / 'prepared'}",
+                "data.extra_train=absent.txt", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert [ln for ln in done.stderr.splitlines() if ln.startswith("error:")] == [
+        "error: absent.txt: not found (data.extra_train)"], done.stderr[-2000:]

@@ -201,6 +201,9 @@ class ClassificationDataSpec:
         group_duplicates: put exact duplicate texts in the same split (no train/test leak through duplicates).
         num_shards: files per split (an int for all splits, or split -> int).
         prepared_dir: output directory (created atomically).
+        extra_train: another labelled file, read like ``path`` (same format, columns and labels), whose rows are
+            added to the train split only; a row whose text is anywhere in ``path`` is dropped, so validation and
+            test stay ``path``'s own and nothing leaks into them (e.g. AllAgree's splits plus the rest of 50Agree).
     """
 
     name: str
@@ -220,6 +223,7 @@ class ClassificationDataSpec:
     group_duplicates: bool = True
     num_shards: int | dict[str, int] = 1
     prepared_dir: str | None = None
+    extra_train: str | None = None
 
     def __post_init__(self) -> None:
         # Only what a reader of the file can check; the source itself is checked when it is opened.

@@ -108,7 +108,8 @@ def test_hydra_config_composes_and_runs(tmp_path):
     assert [len(s.shards) for s in manifest.splits.values()] == [4, 1, 1]
 
 
-@pytest.mark.parametrize("name", ["phrasebank", "phrasebank_66agree", "phrasebank_75agree", "csv"])
+@pytest.mark.parametrize("name", ["phrasebank", "phrasebank_66agree", "phrasebank_75agree", "phrasebank_allagree_plus",
+                                  "csv"])
 def test_other_data_configs_compose(name):
     from hydra import compose, initialize_config_dir
 
@@ -149,3 +150,48 @@ def test_inferred_labels_are_counted_and_a_rare_one_is_refused(tokenizer, tmp_pa
     spec.min_label_count = 1
     manifest = prepare_classification(spec, tokenizer, tmp_path / "out")
     assert manifest.label_names == ["negative", "positive", "postive"]
+
+
+def _split_texts(manifest, records):
+    """split -> the texts of its examples (by example_id into ``records``)."""
+    out = {}
+    for split in manifest.splits:
+        ids = [int(e) for batch in dataset_fn(manifest.directory, split, per_replica_batch=64, training=False)(None)
+               for e in batch["example_id"].numpy() if e >= 0]
+        out[split] = [records[i].text for i in ids]
+    return out
+
+
+def test_extra_train_rows_join_train_only_and_never_leak(allagree, tokenizer, phrasebank_dir, tmp_path):
+    base, spec = allagree
+    extra_path = phrasebank_dir / "Sentences_75Agree.txt"  # holds every AllAgree sentence and 1,189 more
+    plus = ClassificationDataSpec(**{**spec.__dict__, "extra_train": str(extra_path)})
+    manifest = prepare_classification(plus, tokenizer, tmp_path / "plus", tokenizer_name="minilm_l6")
+    records = read_records(spec.path, "phrasebank")
+    extra = [r for r in read_records(extra_path, "phrasebank") if r.text not in {r.text for r in records}]
+    assert len(extra) == 3453 - 2264
+    assert {k: v.count for k, v in manifest.splits.items()} == {"train": 1812 + len(extra), "validation": 226,
+                                                                "test": 226}
+    assert manifest.source["count"] == 2264 and manifest.source["extra_train"]["count"] == len(extra)
+    got, want = _split_texts(manifest, records + extra), _split_texts(base, records)
+    # Validation and test are AllAgree's own, example for example; train is AllAgree's train plus the extra rows.
+    assert got["validation"] == want["validation"] and got["test"] == want["test"]
+    assert sorted(got["train"]) == sorted(want["train"] + [r.text for r in extra])
+    assert manifest.source["identity"] != base.source["identity"]
+    assert manifest.source["identity"]["source_sha256"] == base.source["identity"]["source_sha256"]
+
+
+def test_extra_train_bad_label_and_nothing_new_are_errors(tokenizer, tmp_path):
+    source = tmp_path / "base.txt"
+    source.write_text("".join(f"Sales moved {i} percent .@{['negative', 'neutral', 'positive'][i % 3]}\n"
+                              for i in range(30)))
+    spec = ClassificationDataSpec(name="b", format="phrasebank", path=str(source), max_seq_length=16,
+                                  extra_train=str(source))
+    with pytest.raises(DataError, match=rf"extra_train={source}: every row's text is already in {source}"):
+        prepare_classification(spec, tokenizer, tmp_path / "out")
+    bad = tmp_path / "extra.txt"
+    bad.write_text("Profit rose .@positive\nProfit soared .@bullish\n")
+    spec.extra_train = str(bad)
+    with pytest.raises(DataError, match=rf"^{bad}:2: .*bullish"):
+        prepare_classification(spec, tokenizer, tmp_path / "out")
+    assert not (tmp_path / "out").exists()

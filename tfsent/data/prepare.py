@@ -55,7 +55,9 @@ def data_identity(spec: ClassificationDataSpec, tokenizer: Any) -> dict[str, Any
             "label_names": None if spec.label_names is None else list(spec.label_names),
             "min_label_count": int(spec.min_label_count),
             "split": {"seed": int(spec.split_seed), "fractions": dict(spec.split_fractions),
-                      "stratified": bool(spec.stratified), "group_duplicates": bool(spec.group_duplicates)}}
+                      "stratified": bool(spec.stratified), "group_duplicates": bool(spec.group_duplicates)},
+            # Only when set, so folders prepared before the key existed keep their identity.
+            **({"extra_train_sha256": sha256_file(spec.extra_train)} if spec.extra_train else {})}
 
 
 def identity_key(identity: dict[str, Any]) -> str:
@@ -94,10 +96,15 @@ def prepare_classification(spec: ClassificationDataSpec, tokenizer: Any, out_dir
     label_names = list(spec.label_names) if spec.label_names is not None else (
         list(PHRASEBANK_LABELS) if spec.format == "phrasebank" else
         _inferred_labels(spec, records) if labeled else None)
-    label_ids = np.array([label_names.index(r.label) if labeled else -1 for r in records], dtype=np.int64)
-    features, truncated = encode_texts(tokenizer, [r.text for r in records], spec.max_seq_length, progress=progress)
     splits = split_indices([r.label for r in records], fractions, spec.split_seed, stratified=spec.stratified,
                            groups=[r.text for r in records] if spec.group_duplicates else None)
+    extra = _extra_train(spec, records, label_names, fractions) if spec.extra_train else []
+    if extra:
+        # After the source's rows, in the extra file's order: example ids stay positions in one sequence.
+        splits["train"] = np.concatenate([splits["train"], np.arange(len(records), len(records) + len(extra))])
+    records = records + extra
+    label_ids = np.array([label_names.index(r.label) if labeled else -1 for r in records], dtype=np.int64)
+    features, truncated = encode_texts(tokenizer, [r.text for r in records], spec.max_seq_length, progress=progress)
 
     def examples(indices: np.ndarray):
         for i in indices:
@@ -119,12 +126,36 @@ def prepare_classification(spec: ClassificationDataSpec, tokenizer: Any, out_dir
             tokenizer=tokenizer_info(tokenizer, tokenizer_name or str(getattr(tokenizer, "name_or_path", ""))),
             features=next(iter(infos.values())).features, splits=infos, label_names=label_names,
             source={"path": str(spec.path), "format": spec.format, "sha256": sha256_file(spec.path),
-                    "count": len(records), "identity": data_identity(spec, tokenizer)},
+                    "count": len(records) - len(extra), "identity": data_identity(spec, tokenizer),
+                    **({"extra_train": {"path": str(spec.extra_train), "count": len(extra)}} if extra else {})},
             split={"seed": spec.split_seed, "fractions": fractions, "stratified": spec.stratified,
                    "group_duplicates": spec.group_duplicates})
         manifest.save(tmp)
     manifest.directory = out_dir
     return manifest
+
+
+def _extra_train(spec: ClassificationDataSpec, records, label_names, fractions) -> list:
+    """The rows of ``spec.extra_train`` that may join the train split: those whose text is not in ``records``.
+
+    Raises:
+        DataError: no unlabeled source can take extra rows, no split is named ``train``, a label outside
+            ``label_names`` (naming file and line), or no row left after dropping the known texts.
+    """
+    if records[0].label is None:
+        raise DataError(f"data.extra_train={spec.extra_train}: {spec.path} is unlabeled; extra train rows need labels")
+    if "train" not in fractions:
+        raise DataError(f"data.extra_train needs a split named train in data.split_fractions ({dict(fractions)})")
+    known = {r.text for r in records}
+    rows = read_records(spec.extra_train, spec.format, text_column=spec.text_column, label_column=spec.label_column,
+                        id_column=spec.id_column, encoding=spec.encoding, label_names=label_names)
+    extra = [r for r in rows if r.text not in known]
+    if not extra:
+        raise DataError(f"data.extra_train={spec.extra_train}: every row's text is already in {spec.path}; "
+                        "nothing to add")
+    log.info("train: +%d rows from %s (%d whose text is in %s dropped, so validation and test stay its own)",
+             len(extra), spec.extra_train, len(rows) - len(extra), spec.path)
+    return extra
 
 
 def _inferred_labels(spec: ClassificationDataSpec, records) -> list[str]:

@@ -112,14 +112,18 @@ class Task:
         the source be missing.
 
         Raises:
-            DataError: ``data.path`` is missing (and nothing is prepared) or unreadable.
+            DataError: ``data.path`` (or ``data.extra_train``) is missing (and nothing is prepared) or unreadable.
         """
-        path = pathlib.Path(self.spec.data.path)
         prepared = self.spec.data.prepared_dir
-        if not path.exists() and not (prepared and pathlib.Path(prepared).is_dir()):
-            raise DataError(f"{path}: not found (data.path)")
-        if path.exists() and not os.access(path, os.R_OK):
-            raise DataError(f"{path}: not readable (data.path)")
+        sources = {"data.path": self.spec.data.path, "data.extra_train": getattr(self.spec.data, "extra_train", None)}
+        for key, path in sources.items():
+            if path is None:
+                continue
+            path = pathlib.Path(path)
+            if not path.exists() and not (prepared and pathlib.Path(prepared).is_dir()):
+                raise DataError(f"{path}: not found ({key})")
+            if path.exists() and not os.access(path, os.R_OK):
+                raise DataError(f"{path}: not readable ({key})")
 
     def check(self) -> None:
         """Everything that can fail before compute (labels, position embeddings, typos in nested groups)."""
