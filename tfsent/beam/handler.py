@@ -147,8 +147,10 @@ class ClassifierHandler(ModelHandler):
         self._strategy, self._precision, self._jit, self._documents = strategy, precision, jit_compile, documents
 
     def load_model(self) -> LoadedModel:
+        from tfsent.runtime.memory import steady_heap
         from tfsent.runtime.strategy import make_strategy
 
+        steady_heap()  # a worker scores bundle after bundle: as the driver, give back what each one freed
         strategy = make_strategy(self._strategy)
         if self._precision != "float32":
             from tfsent.runtime.precision import set_policy

@@ -45,6 +45,7 @@ from tfsent.inference.parts import PartInfo, PartStore, remove_folder
 from tfsent.inference.predictor import Predictor, kind_of, load_predictor
 from tfsent.inference.stream import PartJob, jobs, prefetch
 from tfsent.models.loading import check_checkpoint
+from tfsent.runtime.memory import steady_heap
 from tfsent.runtime.strategy import is_tpu
 from tfsent.runtime.strategy import check_global_batch, make_strategy
 from tfsent.runtime.workers import worker_info
@@ -153,6 +154,8 @@ def predict(ckpt_path: str | os.PathLike, input: str | os.PathLike, output: str 
     shard, strategy_name = _shard_plan(options)
     _check_paths(input, output, options.overwrite, shard.merges or options.merge)
     check_checkpoint(ckpt_path)
+    # Before the strategy starts TensorFlow's thread pools: what a part frees goes back to the system.
+    steady_heap()
     if strategy is None:
         strategy = make_strategy(strategy_name)
     check_global_batch(options.global_batch_size, strategy, "global_batch_size")
