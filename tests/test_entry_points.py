@@ -5,6 +5,7 @@ prepare (predict and export have theirs in tests/inference and tests/test_export
 """
 
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -46,7 +47,7 @@ def test_user_mistake_is_one_line_exit_2(tmp_path, module, args, first_line):
 
 
 def test_missing_extra_train_file_is_named(tmp_path):
-    data_dir = __import__("pathlib").Path(__file__).resolve().parents[1] / "data"
+    data_dir = pathlib.Path(__file__).resolve().parents[1] / "data"
     done = _run("tfsent.train", "+experiment=finbert_tone_tiny", "data=phrasebank_allagree_plus",
                 f"paths.data_dir={data_dir}", f"paths.prepared_dir={tmp_path / 'prepared'}",
                 "data.extra_train=absent.txt", cwd=tmp_path)

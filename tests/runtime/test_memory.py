@@ -38,8 +38,9 @@ PROBE = textwrap.dedent("""
 
 
 def _probe(mode, **env):
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith(("MALLOC_", "ARROW_DEFAULT"))}
     out = subprocess.run([sys.executable, "-c", PROBE, mode], capture_output=True, text=True, timeout=120,
-                         env={**{k: v for k, v in os.environ.items() if not k.startswith(("MALLOC_", "ARROW_DEFAULT"))}, **env})
+                         env={**inherited, **env})
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout)
 

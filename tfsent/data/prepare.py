@@ -90,8 +90,7 @@ def prepare_classification(spec: ClassificationDataSpec, tokenizer: Any, out_dir
     fractions = check_fractions(spec.split_fractions)
     check_new_dir(out_dir, overwrite=overwrite)
 
-    records = read_records(spec.path, spec.format, text_column=spec.text_column, label_column=spec.label_column,
-                           id_column=spec.id_column, encoding=spec.encoding, label_names=spec.label_names)
+    records = _read(spec, spec.path, spec.label_names)
     labeled = records[0].label is not None
     label_names = list(spec.label_names) if spec.label_names is not None else (
         list(PHRASEBANK_LABELS) if spec.format == "phrasebank" else
@@ -135,6 +134,12 @@ def prepare_classification(spec: ClassificationDataSpec, tokenizer: Any, out_dir
     return manifest
 
 
+def _read(spec: ClassificationDataSpec, path, label_names):
+    """The rows of ``path`` read as the spec says (format, columns, encoding); ``spec.path`` and its extra file alike."""
+    return read_records(path, spec.format, text_column=spec.text_column, label_column=spec.label_column,
+                        id_column=spec.id_column, encoding=spec.encoding, label_names=label_names)
+
+
 def _extra_train(spec: ClassificationDataSpec, records, label_names, fractions) -> list:
     """The rows of ``spec.extra_train`` that may join the train split: those whose text is not in ``records``.
 
@@ -147,8 +152,7 @@ def _extra_train(spec: ClassificationDataSpec, records, label_names, fractions) 
     if "train" not in fractions:
         raise DataError(f"data.extra_train needs a split named train in data.split_fractions ({dict(fractions)})")
     known = {r.text for r in records}
-    rows = read_records(spec.extra_train, spec.format, text_column=spec.text_column, label_column=spec.label_column,
-                        id_column=spec.id_column, encoding=spec.encoding, label_names=label_names)
+    rows = _read(spec, spec.extra_train, label_names)
     extra = [r for r in rows if r.text not in known]
     if not extra:
         raise DataError(f"data.extra_train={spec.extra_train}: every row's text is already in {spec.path}; "

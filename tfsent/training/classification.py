@@ -36,6 +36,7 @@ class ClassificationTask(Task):
 
     data_spec = ClassificationDataSpec
     model_spec = ClassifierModelSpec
+    source_fields = ("path", "extra_train")
 
     def __init__(self, spec):
         super().__init__(spec)

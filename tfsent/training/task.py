@@ -94,6 +94,8 @@ class Task:
 
     data_spec: ClassVar[type]
     model_spec: ClassVar[type]
+    # The data spec's fields that name source files (checked by check_inputs; None = not used).
+    source_fields: ClassVar[tuple[str, ...]] = ("path",)
 
     def __init__(self, spec: TrainSpec):
         for key, want in (("data", self.data_spec), ("model", self.model_spec)):
@@ -112,18 +114,18 @@ class Task:
         the source be missing.
 
         Raises:
-            DataError: ``data.path`` (or ``data.extra_train``) is missing (and nothing is prepared) or unreadable.
+            DataError: a source file (``data.path``, a classification's ``data.extra_train``) is missing (and nothing is prepared) or unreadable.
         """
         prepared = self.spec.data.prepared_dir
-        sources = {"data.path": self.spec.data.path, "data.extra_train": getattr(self.spec.data, "extra_train", None)}
-        for key, path in sources.items():
+        for field in self.source_fields:
+            path = getattr(self.spec.data, field)
             if path is None:
                 continue
             path = pathlib.Path(path)
             if not path.exists() and not (prepared and pathlib.Path(prepared).is_dir()):
-                raise DataError(f"{path}: not found ({key})")
+                raise DataError(f"{path}: not found (data.{field})")
             if path.exists() and not os.access(path, os.R_OK):
-                raise DataError(f"{path}: not readable ({key})")
+                raise DataError(f"{path}: not readable (data.{field})")
 
     def check(self) -> None:
         """Everything that can fail before compute (labels, position embeddings, typos in nested groups)."""
