@@ -306,6 +306,7 @@ class ClassifierModelSpec:
         name: model name (used in paths and run names).
         source: weights to start from (packaged name, local directory, hub id); None = random init from
             ``config``.
+        revision: a hub id's branch, tag or commit (None: its default branch).
         tokenizer: where the tokenizer comes from when it is not ``source`` (required when ``source`` is None).
         config: random-init architecture (``arch`` plus transformers config fields).
         hidden_dropout, attention_dropout, classifier_dropout: dropout overrides (None = the checkpoint's).
@@ -313,6 +314,7 @@ class ClassifierModelSpec:
 
     name: str
     source: str | None = None
+    revision: str | None = None
     tokenizer: str | None = None
     config: dict[str, Any] = dataclasses.field(default_factory=dict)
     hidden_dropout: float | None = None

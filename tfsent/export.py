@@ -18,6 +18,7 @@ from tfsent.inference.export import EXPORT_META, export_saved_model
 from tfsent.inference.serving import ExportError, export_text_model, wordpiece_spec
 from tfsent.models import CheckpointError, load_classifier, load_tokenizer
 from tfsent.models.masked_lm import SPEC_FILE as MASKED_LM_SPEC
+from tfsent.models.sources import check_checkpoint, resolve_source
 from tfsent.runtime.cli import hydra_entry
 
 INPUTS = ("text", "token_ids")
@@ -33,22 +34,30 @@ def export(cfg: DictConfig) -> pathlib.Path:
         ConfigError: a missing or unknown value. CheckpointError: an unreadable or masked-LM checkpoint.
         ExportError: a tokenizer that cannot run in the graph, or ``output`` exists without overwrite.
     """
-    ckpt = pathlib.Path(require(cfg, "ckpt_path"))
+    source = str(require(cfg, "ckpt_path"))
     output = pathlib.Path(require(cfg, "output"))
     inputs = cfg.inputs
     if inputs not in INPUTS:
         raise ConfigError(f"inputs={inputs!r} must be one of {', '.join(INPUTS)}")
-    if (ckpt / MASKED_LM_SPEC).is_file():
-        raise CheckpointError(f"{ckpt}: a masked language model; export serves sequence classifiers")
     if output.exists() and not cfg.overwrite:
         raise ExportError(f"output={output} already exists", hint="add overwrite=true to replace it")
+    ckpt = resolve_source(source, revision=cfg.get("revision"))
+    check_checkpoint(ckpt)
+    if (ckpt / MASKED_LM_SPEC).is_file():
+        raise CheckpointError(f"{ckpt}: a masked language model; export serves sequence classifiers")
     tokenizer = load_tokenizer(ckpt)
     if inputs == "text":
-        wordpiece_spec(tokenizer, str(ckpt))  # a tokenizer the graph cannot run fails before the weights load
-    model = load_classifier(ckpt)
+        try:  # a tokenizer the graph cannot run is known before the weights load
+            wordpiece_spec(tokenizer, source)
+        except ExportError as e:
+            inputs = "token_ids"
+            print(f"export: {str(e).split(';')[0]}, which tensorflow-text cannot run inside a SavedModel: "
+                  "exporting a token-id signature instead, with the tokenizer files in tokenizer/ beside it")
+    label_names = cfg.get("label_names")
+    model = load_classifier(ckpt, label_names=list(to_container(label_names)) if label_names else None)
     if inputs == "text":
         export_text_model(model, tokenizer, output, buckets=list(to_container(cfg.buckets)),
-                          max_length=cfg.max_length, overwrite=bool(cfg.overwrite), name=str(ckpt))
+                          max_length=cfg.max_length, overwrite=bool(cfg.overwrite), name=source)
     else:
         export_saved_model(model, output, tokenizer, max_length=cfg.max_length, overwrite=bool(cfg.overwrite))
     meta = json.loads((output / EXPORT_META).read_text())

@@ -117,12 +117,23 @@ def test_save_load_round_trip(tmp_path):
                                         max_seq_length=SEQ))
 
 
-def test_load_classifier_needs_tfsent_metadata(tmp_path):
+def test_load_classifier_reads_any_classifier_folder(tmp_path):
     from tfsent.models import CheckpointError
-    with pytest.raises(CheckpointError, match=r"tfsent_model\.json: missing"):
+    with pytest.raises(CheckpointError, match=r"config\.json: missing"):
         load_classifier(tmp_path)
     model = build_classifier(tiny_spec())
     model.save_pretrained(tmp_path / "m")
+    # Without tfsent's metadata it is a transformers classifier folder: labels from id2label, same outputs.
+    (tmp_path / "m" / "tfsent_model.json").unlink()
+    feats = features()
+    foreign = load_classifier(tmp_path / "m")
+    assert foreign.label_names == model.label_names
+    np.testing.assert_allclose(foreign(feats).numpy(), model(feats).numpy(), atol=1e-6)
+    # A base model has no trained head to score with: one line saying what to do.
+    config = tmp_path / "m" / "config.json"
+    config.write_text(config.read_text().replace("BertForSequenceClassification", "BertModel"))
+    with pytest.raises(CheckpointError, match=r"not a classifier \(architectures: \['BertModel'\]\)"):
+        load_classifier(tmp_path / "m")
     (tmp_path / "m" / "tf_model.h5").write_bytes(b"not hdf5 at all")
     with pytest.raises(CheckpointError, match=r"tf_model\.h5"):
         load_classifier(tmp_path / "m")

@@ -11,7 +11,9 @@ from transformers import BertConfig, TFBertModel
 
 from tfsent.models import ClassifierSpec, build_classifier
 from tfsent.data.tokenize import load_tokenizer
-from tfsent.models.loading import CheckpointError, find_weights, load_weights, read_config, resolve_source
+from tfsent.models.loading import CheckpointError, read_config
+from tfsent.models.sources import resolve_source
+from tfsent.models.weights import find_weights, load_weights
 
 LABELS = ["negative", "neutral", "positive"]
 
@@ -37,9 +39,9 @@ def test_local_dir_and_bad_paths(tmp_path):
     (tmp_path / "f.txt").write_text("x")
     with pytest.raises(CheckpointError, match="is a file"):
         resolve_source(str(tmp_path / "f.txt"))
-    with pytest.raises(CheckpointError, match="no such directory"):
+    with pytest.raises(CheckpointError, match="no such folder"):
         resolve_source(str(tmp_path / "absent"))
-    with pytest.raises(CheckpointError, match="no such directory"):
+    with pytest.raises(CheckpointError, match="no such folder"):
         resolve_source("not a hub id!")
 
 
@@ -48,7 +50,7 @@ def test_hub_id_offline_says_how_to_get_files(monkeypatch):
     with pytest.raises(CheckpointError) as e:
         resolve_source("no-such-org-tfsent/no-such-model")
     msg = str(e.value)
-    assert "HF_HUB_OFFLINE=1" in msg and "huggingface-cli download no-such-org-tfsent/no-such-model" in msg
+    assert "HF_HUB_OFFLINE=1" in msg and "hf download no-such-org-tfsent/no-such-model" in msg
 
 
 def test_minilm_weights_equal_safetensors(minilm, minilm_dir):
@@ -84,11 +86,12 @@ def test_corrupt_safetensors_names_the_file(tmp_path, minilm_dir):
         build_classifier(ClassifierSpec(source=str(tmp_path), label_names=LABELS, max_seq_length=64))
 
 
-def test_torch_only_checkpoint_refused(tmp_path, minilm_dir):
+def test_damaged_torch_checkpoint_names_the_file(tmp_path, minilm_dir):
     shutil.copy(minilm_dir / "config.json", tmp_path / "config.json")
     (tmp_path / "pytorch_model.bin").write_bytes(b"PK")
-    with pytest.raises(CheckpointError, match=r"pytorch_model\.bin.*torch"):
-        find_weights(tmp_path)
+    assert find_weights(tmp_path).kind == "bin"
+    with pytest.raises(CheckpointError, match=r"pytorch_model\.bin: not a readable PyTorch checkpoint"):
+        build_classifier(ClassifierSpec(source=str(tmp_path), label_names=LABELS, max_seq_length=64))
     with pytest.raises(CheckpointError, match="no weights found"):
         find_weights(tmp_path.parent)
 
@@ -109,7 +112,7 @@ def test_tf_format_checkpoints_load(tmp_path, safe):
     base = TFBertModel(cfg)
     base.build_in_name_scope()
     base.save_pretrained(str(tmp_path), safe_serialization=safe)
-    assert find_weights(tmp_path).name == ("model.safetensors" if safe else "tf_model.h5")
+    assert find_weights(tmp_path).path.name == ("model.safetensors" if safe else "tf_model.h5")
     model = build_classifier(ClassifierSpec(source=str(tmp_path), label_names=LABELS, max_seq_length=64))
     np.testing.assert_array_equal(model.backbone.embeddings.weight.numpy(), base.bert.embeddings.weight.numpy())
     q = model.backbone.encoder.layer[1].attention.self_attention.query.kernel
@@ -125,7 +128,8 @@ def test_wrong_size_checkpoint_is_clear(tmp_path):
     data = json.loads((tmp_path / "config.json").read_text())
     data["intermediate_size"] = 40
     (tmp_path / "config.json").write_text(json.dumps(data))
-    with pytest.raises(CheckpointError, match=r"tf_model\.h5: cannot load weights"):
+    with pytest.raises(CheckpointError, match=r"tf_model\.h5: tensor '.*intermediate.*' has shape \[32, 37\], but the "
+                                              r"model built from config.json needs \[32, 40\]"):
         build_classifier(ClassifierSpec(source=str(tmp_path), label_names=LABELS, max_seq_length=64))
 
 

@@ -18,7 +18,6 @@ every runner; so ``RunInference`` gets whole slabs (``max_batch_size=1``).
 from __future__ import annotations
 
 import dataclasses
-import json
 import threading
 from collections.abc import Iterable, Sequence
 
@@ -33,7 +32,7 @@ from tfsent.errors import UserError
 from tfsent.inference.engine import assign_buckets, bucket_lengths, predict_bucketed
 from tfsent.inference.predictor import Predictor, kind_of, load_predictor
 from tfsent.inference.tokens import TokenRows
-from tfsent.models.classifier import META_FILE
+from tfsent.models.classifier import describe as classifier_facts
 from tfsent.models.loading import CheckpointError, model_max_length, read_config
 
 # Global batches per slab: one predict call (one dataset, one host round trip) scores a slab.
@@ -55,8 +54,10 @@ class ModelFacts:
     label_names: tuple[str, ...]
 
 
-def describe(ckpt_path: str, buckets: Sequence[int], max_length: int | None) -> ModelFacts:
-    """Read a classifier checkpoint's metadata and config (no model is built).
+def describe(ckpt_path: str, buckets: Sequence[int], max_length: int | None,
+             label_names: Sequence[str] | None = None) -> ModelFacts:
+    """Read a classifier checkpoint's facts from its folder (no model is built): a tfsent model folder or any
+    transformers classifier folder.
 
     Raises:
         CheckpointError: not a classifier checkpoint (a masked LM is evaluated with ``tfsent.predict``).
@@ -65,18 +66,10 @@ def describe(ckpt_path: str, buckets: Sequence[int], max_length: int | None) -> 
     if kind_of(local) != "classifier":
         raise CheckpointError(f"{ckpt_path}: a masked-LM checkpoint; tfsent.beam scores classifiers (evaluate a "
                               "masked LM with tfsent.predict)")
-    meta_path = local / META_FILE
-    try:
-        meta = json.loads(meta_path.read_text())
-    except FileNotFoundError:
-        raise CheckpointError(f"{meta_path}: missing; not a tfsent classifier directory") from None
-    except (OSError, ValueError) as e:
-        raise CheckpointError(f"{meta_path}: unreadable ({e})") from e
+    facts = classifier_facts(local, label_names=label_names)
     limit = model_max_length(read_config(local))
     cap = limit if max_length is None else min(max_length, limit)
-    # The classifier predictor's feature rule: BERT reads segment ids, RoBERTa does not.
-    features = ("input_ids", "attention_mask") + (("token_type_ids",) if meta.get("arch") == "bert" else ())
-    return ModelFacts(features, bucket_lengths(buckets, cap), tuple(meta.get("label_names", ())))
+    return ModelFacts(facts.features, bucket_lengths(buckets, cap), facts.label_names)
 
 
 def bucket_of(unit: Unit, lengths: Sequence[int]) -> int:
@@ -141,10 +134,11 @@ class ClassifierHandler(ModelHandler):
     """
 
     def __init__(self, ckpt_path: str, facts: ModelFacts, *, global_batch_size: int, strategy: str,
-                 precision: str, jit_compile: bool | None, documents: bool):
+                 precision: str, jit_compile: bool | None, documents: bool, label_names: Sequence[str] | None = None):
         super().__init__(min_batch_size=1, max_batch_size=1)  # an example is a whole slab
         self._ckpt, self._facts, self._batch = ckpt_path, facts, global_batch_size
         self._strategy, self._precision, self._jit, self._documents = strategy, precision, jit_compile, documents
+        self._label_names = label_names
 
     def load_model(self) -> LoadedModel:
         from tfsent.runtime.memory import steady_heap
@@ -157,7 +151,7 @@ class ClassifierHandler(ModelHandler):
             set_policy(self._precision, strategy)
         predictor = load_predictor(files.local_folder(self._ckpt, files.checkpoint_cache()), strategy,
                                    max_length=self._facts.lengths[-1], jit_compile=self._jit,
-                                   steps_per_execution=1, mask_seed=0)
+                                   steps_per_execution=1, mask_seed=0, label_names=self._label_names)
         if predictor.features != self._facts.features or tuple(predictor.label_names) != self._facts.label_names:
             raise UserError(f"{self._ckpt}: the model reads {predictor.features} with labels "
                             f"{predictor.label_names}, its metadata says {self._facts.features}, "

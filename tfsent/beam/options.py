@@ -35,6 +35,8 @@ class BeamOptions:
     runner: str = "DirectRunner"
     pipeline_options: tuple[str, ...] | Mapping[str, str] = ()
     block_size: int = 50_000
+    revision: str | None = None
+    label_names: tuple[str, ...] | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "buckets", tuple(int(b) for b in self.buckets))

@@ -32,6 +32,7 @@ from tfsent.errors import UserError
 from tfsent.inference import inputs, outputs
 from tfsent.inference.inputs import TextSource
 from tfsent.inference.outputs import OutputError
+from tfsent.models.sources import resolve_source
 
 
 # "tfsent.data.errors.DataError: in.csv:3: empty text [while running 'Read/Parse']" in a worker's traceback text.
@@ -87,7 +88,7 @@ def build(pipeline: beam.Pipeline, ckpt_path: str, input: str, output: str, opti
     documents = list_documents(input, options.encoding) if fmt == "documents" else None
     if documents is None and files.is_local(input):
         TextSource(input, fmt)  # a missing file fails here, before any worker starts
-    facts = describe(ckpt_path, options.buckets, options.max_length)
+    facts = describe(ckpt_path, options.buckets, options.max_length, options.label_names)
     folder = f"{output}.beam-blocks-{uuid.uuid4().hex[:8]}"
     if files.is_local(folder):
         pathlib.Path(folder).mkdir(parents=True)
@@ -98,7 +99,8 @@ def build(pipeline: beam.Pipeline, ckpt_path: str, input: str, output: str, opti
     total = beam.pvalue.AsSingleton(count)
     handler = ClassifierHandler(ckpt_path, facts, global_batch_size=options.global_batch_size,
                                 strategy=options.strategy, precision=options.precision,
-                                jit_compile=options.jit_compile, documents=documents is not None)
+                                jit_compile=options.jit_compile, documents=documents is not None,
+                                label_names=options.label_names)
     keyed = (units
              | "Batch" >> BucketBatches(facts.lengths, options.global_batch_size * SLAB_BATCHES)
              | "Score" >> RunInference(handler)
@@ -122,7 +124,8 @@ def score(ckpt_path: str, input: str, output: str, options: BeamOptions = BeamOp
     """Score ``input`` on Beam (``options.runner``) and write ``output`` in input order.
 
     Args:
-        ckpt_path: a classifier folder written by ``save_pretrained`` (local, or on GCS/S3 for a cloud runner).
+        ckpt_path: a classifier folder (tfsent's or any transformers classifier's; local, or on GCS/S3 for a
+            cloud runner), or a Hugging Face hub id (fetched here once, ``options.revision`` pins it).
         input: a csv/jsonl/parquet/text file, or a folder of ``.txt`` documents (``input_format=documents``).
         output: the output file; for documents, the document table (the chunks go beside it, as in
             ``tfsent.predict``).
@@ -138,6 +141,10 @@ def score(ckpt_path: str, input: str, output: str, options: BeamOptions = BeamOp
     """
     start = time.perf_counter()
     ckpt_path, input, output = str(ckpt_path), str(input), str(output)
+    if files.is_local(ckpt_path):
+        # A hub id is fetched (or found in the cache) once, here; the workers load the local snapshot. A cloud
+        # runner's workers need the folder on shared storage (gs://...) instead.
+        ckpt_path = str(resolve_source(ckpt_path, revision=options.revision))
     pipeline = beam.Pipeline(options=PipelineOptions([f"--runner={options.runner}", *options.pipeline_options]))
     plan = build(pipeline, ckpt_path, input, output, options)
     try:

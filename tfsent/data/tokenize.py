@@ -23,8 +23,10 @@ from typing import Any, Iterable, Iterator, Sequence
 from tfsent.data.errors import DataError
 from tfsent.runtime import atomic
 
-# Files that make a folder a tokenizer: a fast tokenizer's definition, or BERT's / RoBERTa's vocabularies.
-TOKENIZER_DEFINITIONS = ("tokenizer.json", "vocab.txt", "vocab.json")
+# Files that make a folder a tokenizer: a fast tokenizer's definition, BERT's / RoBERTa's vocabularies, or a
+# SentencePiece model (ALBERT, XLM-R, CamemBERT, DeBERTa-v3), which transformers converts to a fast tokenizer.
+TOKENIZER_DEFINITIONS = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "spm.model",
+                         "sentencepiece.bpe.model")
 
 SPECIAL_TOKENS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
@@ -101,12 +103,13 @@ def train_bpe_tokenizer(files_or_texts: Sequence[str | os.PathLike], vocab_size:
     return out
 
 
-def load_tokenizer(source: str | os.PathLike):
+def load_tokenizer(source: str | os.PathLike, *, revision: str | None = None):
     """Load the fast (Rust) tokenizer of a source from local files.
 
     Args:
-        source: anything ``tfsent.models.loading.resolve_source`` accepts (a packaged name, a local folder, a
+        source: anything ``tfsent.models.sources.resolve_source`` accepts (a packaged name, a local folder, a
             hub id).
+        revision: a hub id's branch, tag or commit.
 
     Returns:
         A ``PreTrainedTokenizerFast``.
@@ -116,15 +119,17 @@ def load_tokenizer(source: str | os.PathLike):
     """
     from transformers import AutoTokenizer
 
-    from tfsent.models.loading import CheckpointError, resolve_source
+    from tfsent.models.loading import CheckpointError
+    from tfsent.models.sources import resolve_source
 
-    directory = resolve_source(str(source))
+    directory = resolve_source(str(source), revision=revision)
     if not any((directory / name).is_file() for name in TOKENIZER_DEFINITIONS):
         raise CheckpointError(f"{directory}: cannot load a tokenizer: none of {', '.join(TOKENIZER_DEFINITIONS)} "
                               "is here")
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(directory), use_fast=True, local_files_only=True)
-    except (OSError, ValueError, KeyError, TypeError) as e:
+        tokenizer = AutoTokenizer.from_pretrained(str(directory), use_fast=True, local_files_only=True,
+                                                  trust_remote_code=False)
+    except (OSError, ValueError, KeyError, TypeError, ImportError) as e:
         raise CheckpointError(f"{directory}: cannot load a tokenizer ({type(e).__name__}: {e})") from e
     if not tokenizer.is_fast:
         raise CheckpointError(f"{directory}: only a slow (Python) tokenizer could be built; tfsent needs a fast "

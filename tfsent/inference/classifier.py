@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import os
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -32,20 +33,20 @@ class ClassifierSummary(Summary):
 
 
 class ClassifierPredictor(Predictor):
-    """A ``SequenceClassifier`` checkpoint (``tfsent_model.json``), loaded under ``strategy.scope()``."""
+    """A classifier folder (tfsent's, or any transformers classifier's), loaded under ``strategy.scope()``."""
 
     kind = "classifier"
 
     def __init__(self, ckpt_path: str | os.PathLike, strategy: tf.distribute.Strategy, *, max_length: int | None,
-                 jit_compile: bool | None, steps_per_execution: int):
+                 jit_compile: bool | None, steps_per_execution: int, label_names: Sequence[str] | None = None):
         self.tokenizer = load_tokenizer(ckpt_path)
         with strategy.scope():
-            self.model = load_classifier(ckpt_path)
+            self.model = load_classifier(ckpt_path, label_names=label_names)
             self.model.compile(jit_compile=jit_compile_supported(strategy) if jit_compile is None else jit_compile,
                                steps_per_execution=steps_per_execution)
         limit = model_max_length(self.model.hf_model.config)
         self.max_length = limit if max_length is None else min(max_length, limit)
-        self.features = ("input_ids", "attention_mask") + (("token_type_ids",) if self.model.arch == "bert" else ())
+        self.features = self.model.features
         self.pad_values = {"input_ids": self.tokenizer.pad_token_id or 0}
         self.label_names = list(self.model.label_names)
 

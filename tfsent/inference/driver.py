@@ -44,7 +44,7 @@ from tfsent.inference.outputs import OutputError
 from tfsent.inference.parts import PartInfo, PartStore, remove_folder
 from tfsent.inference.predictor import Predictor, kind_of, load_predictor
 from tfsent.inference.stream import PartJob, jobs, prefetch
-from tfsent.models.loading import check_checkpoint
+from tfsent.models.sources import check_checkpoint, resolve_source
 from tfsent.runtime.memory import steady_heap
 from tfsent.runtime.strategy import is_tpu
 from tfsent.runtime.strategy import check_global_batch, make_strategy
@@ -127,7 +127,8 @@ def predict(ckpt_path: str | os.PathLike, input: str | os.PathLike, output: str 
     the metrics of the labelled file are written beside ``output`` (``tfsent.inference.evaluation``).
 
     Args:
-        ckpt_path: a folder written by a model's ``save_pretrained``.
+        ckpt_path: a model folder (tfsent's, or any that transformers' ``save_pretrained`` wrote, PyTorch or TF
+            weights), a packaged checkpoint name or a Hugging Face hub id (``options.revision`` pins it).
         input: a csv/jsonl/parquet/text file, a TFRecord dataset folder, or a folder of ``.txt`` documents.
         output: the output file (csv/jsonl/parquet); for documents, the document table.
         options: every other setting (see :class:`~tfsent.inference.options.PredictOptions`).
@@ -148,11 +149,13 @@ def predict(ckpt_path: str | os.PathLike, input: str | os.PathLike, output: str 
         writes the same output. ValueError: bad batch size, buckets or options.
     """
     start = time.perf_counter()
-    ckpt_path, input, output = pathlib.Path(ckpt_path), pathlib.Path(input), pathlib.Path(output)
+    input, output = pathlib.Path(input), pathlib.Path(output)
     out_fmt = outputs.infer_format(output, options.output_format)
     fmt = inputs.infer_format(input, options.input_format)
     shard, strategy_name = _shard_plan(options)
     _check_paths(input, output, options.overwrite, shard.merges or options.merge)
+    # A hub id becomes its cached (or downloaded) snapshot folder here, once, before anything else is built.
+    ckpt_path = resolve_source(str(ckpt_path), revision=options.revision)
     check_checkpoint(ckpt_path)
     # Before the strategy starts TensorFlow's thread pools: what a part frees goes back to the system.
     steady_heap()
@@ -222,7 +225,8 @@ def _open_source(ckpt_path: pathlib.Path, input: pathlib.Path, fmt: str, kind: s
         if kind != "classifier":
             raise ConfigError(f"label_column={options.label_column}: {ckpt_path} is a {kind} checkpoint; "
                               "labelled files are scored by classifiers only")
-        labels = evaluation.gold_labels(options.label_map, evaluation.checkpoint_labels(ckpt_path))
+        labels = evaluation.gold_labels(options.label_map,
+                                        evaluation.checkpoint_labels(ckpt_path, options.label_names))
     return inputs.open_source(input, fmt, text_column=options.text_column, id_column=options.id_column,
                               encoding=options.encoding, split=options.split, keep_columns=options.keep_columns,
                               label_column=options.label_column, labels=labels)
@@ -236,7 +240,8 @@ def load_with_options(ckpt_path: str | os.PathLike, strategy, steps_per_executio
 
     set_policy(options.precision, strategy)  # global: set for every load, float32 included
     return load_predictor(ckpt_path, strategy, max_length=options.max_length, jit_compile=options.jit_compile,
-                          steps_per_execution=steps_per_execution, mask_seed=options.mask_seed)
+                          steps_per_execution=steps_per_execution, mask_seed=options.mask_seed,
+                          label_names=options.label_names)
 
 
 def _slice(total: int, shard: _Shard, fmt: str, part_size: int) -> tuple[int, int]:

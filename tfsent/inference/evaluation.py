@@ -29,39 +29,70 @@ from tfsent.training.reports import confusion_metrics, format_report, plot_confu
 GOLD_COLUMN = "true_label"
 
 
-def checkpoint_labels(ckpt_path: str | os.PathLike) -> list[str]:
-    """A classifier checkpoint's label names in id order, read from its ``config.json`` (no model is built).
+def checkpoint_labels(ckpt_path: str | os.PathLike, label_names: Sequence[str] | None = None) -> list[str]:
+    """A classifier checkpoint's label names in id order, read from its folder (no model is built).
+
+    Args:
+        ckpt_path: the classifier folder.
+        label_names: names replacing the config's (``label_names=`` of the run).
 
     Raises:
-        CheckpointError: an unreadable config. LabelError: ids that are not ``0..n-1``.
+        CheckpointError: an unreadable config or no trained head. LabelError: ids that are not ``0..n-1``, or
+            ``label_names`` of the wrong count.
     """
-    from tfsent.models.labels import config_label_names
-    from tfsent.models.loading import read_config
+    from tfsent.models.classifier import describe
 
-    return list(config_label_names(read_config(ckpt_path)))
+    return list(describe(ckpt_path, label_names=label_names, warn=False).label_names)
 
 
-def gold_labels(label_map: Mapping[str, str] | None, model_labels: Sequence[str]) -> dict[str, str]:
-    """Which file label value stands for which model label.
+class GoldLabels(dict):
+    """File label value -> model label name, matched ignoring case and surrounding spaces, so a file labelled
+    ``positive/negative/neutral`` scores FinBERT-tone (``Neutral, Positive, Negative``) with no map."""
+
+    def __init__(self, pairs: Mapping[str, str]):
+        super().__init__()
+        for value, name in pairs.items():
+            key = _key(value)
+            if key in self and dict.__getitem__(self, key) != name:
+                raise ConfigError(f"label_map: {value!r} and another key differ only in case but map to "
+                                  f"{dict.__getitem__(self, key)!r} and {name!r}")
+            dict.__setitem__(self, key, name)
+
+    def __contains__(self, value) -> bool:
+        return super().__contains__(_key(value))
+
+    def __getitem__(self, value) -> str:
+        return super().__getitem__(_key(value))
+
+
+def _key(value) -> str:
+    return str(value).strip().casefold()
+
+
+def gold_labels(label_map: Mapping[str, str] | None, model_labels: Sequence[str]) -> GoldLabels:
+    """Which file label value stands for which model label (values matched ignoring case).
 
     Args:
         label_map: file value -> model label name (keys as text: ``0``, ``bearish``); None when the file already
-            uses the model's names.
+            uses the model's names (in any case).
         model_labels: the classifier's label names.
 
     Returns:
-        ``{file value: model label name}``.
+        ``{file value: model label name}`` as a :class:`GoldLabels`.
 
     Raises:
-        ConfigError: a ``label_map`` value that is not a model label, naming its key.
+        ConfigError: a ``label_map`` value that is not a model label (ignoring case), naming its key.
     """
     if label_map is None:
-        return {name: name for name in model_labels}
+        return GoldLabels({name: name for name in model_labels})
+    by_key = {_key(name): name for name in model_labels}
+    mapped = {}
     for value, name in label_map.items():
-        if name not in model_labels:
+        if _key(name) not in by_key:
             raise ConfigError(f"label_map.{value}={name!r} is not a label of the model; its labels are "
                               f"{', '.join(model_labels)}")
-    return dict(label_map)
+        mapped[value] = by_key[_key(name)]
+    return GoldLabels(mapped)
 
 
 def unknown_label(path: pathlib.Path | str, line: int, value: str, column: str, labels: Mapping[str, str]

@@ -1,7 +1,7 @@
 """Export a classifier as a token-id SavedModel (TF Serving, Vertex AI, ``tf.saved_model.load``).
 
 The ``serving_default`` signature takes int32 ``input_ids`` and ``attention_mask`` ``[batch, length]`` (plus
-``token_type_ids`` for BERT) and returns ``label_id`` int32 ``[batch]`` and ``probs`` float32
+``token_type_ids`` where the model reads segment ids) and returns ``label_id`` int32 ``[batch]`` and ``probs`` float32
 ``[batch, num_labels]``. Tokenization happens outside the graph, so the graph needs core TensorFlow ops only; the
 export folder carries the tokenizer files (``tokenizer/``) and ``tfsent_export.json`` with the label names in id
 order and the maximum length, so a client can tokenize exactly as ``tfsent.predict`` does. For a SavedModel that
@@ -68,7 +68,7 @@ def export_saved_model(model, export_dir: str | os.PathLike, tokenizer=None, *, 
 
     Args:
         model: a ``tfsent.models.SequenceClassifier`` (anything with ``call(features) -> logits``,
-            ``label_names`` and ``arch``).
+            ``label_names``, ``features`` and ``arch``).
         export_dir: the folder to create.
         tokenizer: saved to ``export_dir/tokenizer`` when given.
         max_length: recorded in ``tfsent_export.json`` (default: the model's ``max_seq_length``).
@@ -80,7 +80,7 @@ def export_saved_model(model, export_dir: str | os.PathLike, tokenizer=None, *, 
     Raises:
         FileExistsError: ``export_dir`` exists and ``overwrite`` is false.
     """
-    with_types = getattr(model, "arch", "bert") == "bert"
+    with_types = "token_type_ids" in model.features
     module = _Serving(model, with_types)
     meta = {"format": "tfsent.export/1", "label_names": list(model.label_names),
             "inputs": ["input_ids", "attention_mask"] + (["token_type_ids"] if with_types else []),

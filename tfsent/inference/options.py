@@ -53,6 +53,9 @@ class PredictOptions:
     keep_text: bool = _result(True)
     label_column: str | None = _result(None)
     label_map: dict | None = _result(None)
+    # Which weights: a hub id's revision (the resolved folder's files are fingerprinted too) and output names.
+    revision: str | None = _result(None)
+    label_names: tuple[str, ...] | None = _result(None)
     output_format: str | None = _neutral(None, "the final file's format; parts are always Parquet")
     strategy: str = _neutral("auto", "its replica count is fingerprinted; the name alone changes nothing")
     steps_per_execution: int | None = _neutral(None, "host calls per step group; the same steps run")
@@ -66,6 +69,8 @@ class PredictOptions:
     def __post_init__(self):
         object.__setattr__(self, "buckets", tuple(int(b) for b in self.buckets))
         object.__setattr__(self, "keep_columns", tuple(str(c) for c in self.keep_columns))
+        if self.label_names is not None:
+            object.__setattr__(self, "label_names", tuple(str(n) for n in self.label_names))
         if self.label_map is not None:
             # Hydra reads `{0: negative}` with int keys; a file's label values are compared as text.
             object.__setattr__(self, "label_map", {str(k): str(v) for k, v in dict(self.label_map).items()})

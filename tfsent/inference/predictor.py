@@ -11,7 +11,7 @@ from __future__ import annotations
 import abc
 import os
 import pathlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -91,16 +91,18 @@ def summary_for(kind: str) -> Summary:
 
 
 def load_predictor(ckpt_path: str | os.PathLike, strategy: tf.distribute.Strategy, *, max_length: int | None,
-                   jit_compile: bool | None, steps_per_execution: int, mask_seed: int) -> Predictor:
+                   jit_compile: bool | None, steps_per_execution: int, mask_seed: int,
+                   label_names: Sequence[str] | None = None) -> Predictor:
     """Load the checkpoint with the predictor its metadata names, compiled for ``strategy``.
 
     Args:
-        ckpt_path: a folder written by a model's ``save_pretrained``.
+        ckpt_path: a local model folder (a tfsent model, or any transformers classifier folder).
         strategy: the model is built under its scope.
         max_length: an optional lower cap than the model's position embeddings.
         jit_compile: XLA-compile the predict step; None picks per strategy.
         steps_per_execution: predict steps per host call.
         mask_seed: a masked LM's evaluation-masking seed.
+        label_names: a classifier's output names in model order, replacing its config's.
 
     Raises:
         CheckpointError: an unreadable checkpoint.
@@ -112,4 +114,4 @@ def load_predictor(ckpt_path: str | os.PathLike, strategy: tf.distribute.Strateg
         return masked_lm.MaskedLMPredictor(ckpt_path, strategy, max_length=max_length, jit_compile=jit_compile,
                                            steps_per_execution=steps_per_execution, seed=mask_seed)
     return classifier.ClassifierPredictor(ckpt_path, strategy, max_length=max_length, jit_compile=jit_compile,
-                                          steps_per_execution=steps_per_execution)
+                                          steps_per_execution=steps_per_execution, label_names=label_names)

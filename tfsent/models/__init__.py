@@ -7,7 +7,9 @@ tokenizer go together.
 from tfsent.models.classifier import ClassifierSpec, SequenceClassifier, build_classifier, load_classifier
 from tfsent.models.labels import LabelError, LabelMap, map_labels
 from tfsent.data.tokenize import load_tokenizer
-from tfsent.models.loading import CheckpointError, PositionError, check_max_positions, load_weights, resolve_source
+from tfsent.models.loading import CheckpointError, PositionError, check_max_positions
+from tfsent.models.sources import resolve_source
+from tfsent.models.weights import load_weights
 
 __all__ = [
     "CheckpointError", "ClassifierSpec", "LabelError", "LabelMap", "PositionError", "SequenceClassifier",

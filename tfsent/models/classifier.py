@@ -1,8 +1,14 @@
-"""Sequence classifier: a Keras model over a Hugging Face TF BERT/RoBERTa with a classification head.
+"""Sequence classifier: a Keras model over any Hugging Face TF encoder with a classification head.
 
 The wrapper fixes the contract the rest of tfsent relies on (docs/DESIGN.md): it takes the int32 feature dict of
 a TFRecord batch, returns float32 logits, predicts only reduced outputs, groups its variables by depth for
-discriminative learning rates, and saves in a form both ``tfsent.predict`` and ``transformers`` can load.
+discriminative learning rates, and saves in a form both ``tfsent.predict`` and ``transformers`` can load. What
+differs per architecture (the TF class, the features it reads, where its layers are) is its row in
+:mod:`tfsent.models.architectures`.
+
+Two kinds of folder load (:func:`load_classifier`): a tfsent model folder (``tfsent_model.json`` beside the
+weights), and any classifier folder that transformers' ``save_pretrained`` wrote, whose labels, in model order, come
+from its config's ``id2label``.
 
 Build it under the caller's ``strategy.scope()``; nothing here creates a strategy.
 """
@@ -14,22 +20,18 @@ import json
 import logging
 import os
 import pathlib
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import tensorflow as tf
 import tf_keras
-from transformers import (BertConfig, RobertaConfig, TFBertForSequenceClassification,
-                          TFRobertaForSequenceClassification)
 
+from tfsent.models import architectures
 from tfsent.models import labels as labels_lib
-from tfsent.models import loading
+from tfsent.models import loading, sources, weights
 from tfsent.models.base import PretrainedModel
 
-ARCHS = {
-    "bert": (BertConfig, TFBertForSequenceClassification),
-    "roberta": (RobertaConfig, TFRobertaForSequenceClassification),
-}
 log = logging.getLogger(__name__)
 
 META_FILE = "tfsent_model.json"
@@ -43,8 +45,9 @@ class ClassifierSpec:
     Attributes:
         source: weights to start from: a packaged name (``minilm_l6``), a local directory or a Hugging Face hub
             id. ``None`` builds a randomly initialised model from ``config``.
-        config: only for random init (``source=None``): ``arch`` (``bert`` or ``roberta``) plus transformers
-            config fields such as ``vocab_size``, ``hidden_size``, ``num_hidden_layers``,
+        revision: a hub id's branch, tag or commit (None: the default branch).
+        config: only for random init (``source=None``): ``arch`` (a ``model_type`` of
+            :data:`tfsent.models.architectures.ARCHITECTURES`) plus transformers config fields such as ``vocab_size``, ``hidden_size``, ``num_hidden_layers``,
             ``num_attention_heads``, ``intermediate_size``, ``max_position_embeddings``, ``type_vocab_size``,
             ``pad_token_id``. Unknown keys are an error.
         label_names: the dataset's label names in dataset id order (from its manifest).
@@ -55,6 +58,7 @@ class ClassifierSpec:
     """
 
     source: str | None = None
+    revision: str | None = None
     config: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     label_names: Sequence[str] = ()
     max_seq_length: int = 128
@@ -64,7 +68,7 @@ class ClassifierSpec:
 
 
 class SequenceClassifier(PretrainedModel):
-    """Keras model wrapping ``TF{Bert,Roberta}ForSequenceClassification`` with tfsent's feature contract.
+    """Keras model wrapping a transformers ``TF*ForSequenceClassification`` with tfsent's feature contract.
 
     Create with :func:`build_classifier` or :func:`load_classifier`, not directly. ``save_pretrained(dir,
     tokenizer=None)`` (from :class:`PretrainedModel`) writes ``config.json`` with ``id2label``/``label2id`` in model
@@ -81,6 +85,8 @@ class SequenceClassifier(PretrainedModel):
         self.label_map = label_map
         self.max_seq_length = max_seq_length
         self.source = source
+        self.architecture = architectures.get(arch)
+        self.features = self.architecture.features(hf_model.config)
 
     @property
     def label_names(self) -> list[str]:
@@ -95,16 +101,13 @@ class SequenceClassifier(PretrainedModel):
     def call(self, features: Mapping[str, tf.Tensor], training: bool = False) -> tf.Tensor:
         """Return float32 logits ``[batch, num_labels]`` for a batch of int32 features.
 
-        Uses ``input_ids``, ``attention_mask`` and (BERT) ``token_type_ids`` when present; other keys such as
-        ``label`` or ``example_id`` are ignored.
+        Uses the architecture's features (``input_ids``, ``attention_mask``, and ``token_type_ids`` where the
+        model reads segment ids and the batch has them); other keys such as ``label`` or ``example_id`` are ignored.
         """
         missing = [k for k in ("input_ids", "attention_mask") if k not in features]
         if missing:
             raise KeyError(f"classifier features lack {missing}; got keys {sorted(features)}")
-        inputs = {"input_ids": features["input_ids"], "attention_mask": features["attention_mask"]}
-        # RoBERTa checkpoints have a single token type; BERT features carry segment ids.
-        if self.arch == "bert" and "token_type_ids" in features:
-            inputs["token_type_ids"] = features["token_type_ids"]
+        inputs = {k: features[k] for k in self.features if k in features}
         logits = self.hf_model(inputs, training=training).logits
         return tf.cast(logits, tf.float32)
 
@@ -124,17 +127,26 @@ class SequenceClassifier(PretrainedModel):
     def variable_groups(self) -> list[list[tf.Variable]]:
         """Trainable variables bottom->top: ``[embeddings, layer_0, ..., layer_{n-1}, head]``.
 
-        The head is the pooler (BERT) plus the classifier. Every trainable variable appears exactly once.
+        The layers are the architecture's per-layer blocks (ALBERT: its shared group(s)); the bottom group is
+        everything else in the backbone (embeddings, an embedding projection, shared relative-position tables);
+        the head is the backbone's pooler plus everything outside the backbone. Every trainable variable appears
+        exactly once.
 
         Raises:
-            RuntimeError: the grouping missed or repeated a variable (an architecture this code does not know).
+            RuntimeError: the grouping missed or repeated a variable (a table row whose ``layers`` path is wrong).
         """
         backbone = self.backbone
-        groups = [list(backbone.embeddings.trainable_variables)]
-        groups += [list(layer.trainable_variables) for layer in backbone.encoder.layer]
-        head = list(backbone.pooler.trainable_variables) if getattr(backbone, "pooler", None) is not None else []
-        head += list(self.hf_model.classifier.trainable_variables)
-        groups.append(head)
+        blocks = backbone
+        for attr in self.architecture.layers.split("."):
+            blocks = getattr(blocks, attr)
+        layers = [list(block.trainable_variables) for block in blocks]
+        pooler = getattr(backbone, "pooler", None)
+        head_refs = {v.ref() for v in (pooler.trainable_variables if pooler is not None else [])}
+        in_layers = {v.ref() for group in layers for v in group}
+        in_backbone = {v.ref() for v in backbone.trainable_variables}
+        bottom = [v for v in backbone.trainable_variables if v.ref() not in in_layers | head_refs]
+        head = [v for v in self.trainable_variables if v.ref() in head_refs or v.ref() not in in_backbone]
+        groups = [bottom] + layers + [head]
         grouped = [v.ref() for group in groups for v in group]
         every = [v.ref() for v in self.trainable_variables]
         if len(grouped) != len(set(grouped)) or set(grouped) != set(every):
@@ -166,10 +178,10 @@ def _set_labels(config, names: Sequence[str]) -> None:
 def _random_config(spec: ClassifierSpec):
     options = dict(spec.config)
     arch = options.pop("arch", None)
-    if arch not in ARCHS:
-        raise ValueError(f"model.config.arch must be one of {sorted(ARCHS)} for a randomly initialised model, "
-                         f"got {arch!r}")
-    config_cls = ARCHS[arch][0]
+    if arch not in architectures.ARCHITECTURES:
+        raise ValueError(f"model.config.arch must be one of {sorted(architectures.ARCHITECTURES)} for a randomly "
+                         f"initialised model, got {arch!r}")
+    config_cls = architectures.get(arch).config_cls()
     known = set(config_cls().to_dict())
     unknown = sorted(set(options) - known)
     if unknown:
@@ -203,55 +215,128 @@ def build_classifier(spec: ClassifierSpec) -> SequenceClassifier:
         if spec.config:
             raise ValueError(f"model.config {dict(spec.config)} is for random init only; model.source="
                              f"{spec.source!r} fixes the architecture (use the dropout fields to change dropout)")
-        directory = loading.resolve_source(spec.source)
+        directory = sources.resolve_source(spec.source, revision=spec.revision)
         config = loading.read_config(directory)
-        arch = config.model_type
-        if arch not in ARCHS:
-            raise loading.CheckpointError(f"{directory / loading.CONFIG_FILE}: model_type {arch!r} is not "
-                                          f"supported; tfsent classifiers support {sorted(ARCHS)}")
+        arch = _architecture(config, directory).model_type
         label_map = labels_lib.head_labels(spec.label_names, config, model=spec.source)
-        weights = loading.find_weights(directory)  # fail on missing weights before building anything
+        files = weights.find_weights(directory)  # fail on missing weights before building anything
     _set_labels(config, label_map.model_names)
     _apply_dropout(config, spec)
     loading.check_max_positions(config, spec.max_seq_length)
 
-    hf_model = ARCHS[arch][1](config)
+    hf_model = architectures.get(arch).classifier_cls()(config)
     # Build (and load) before wrapping: weight names must be `<model>/bert/...`, which the loaders strip.
     hf_model.build_in_name_scope()
     if directory is not None:
-        report = loading.load_weights(hf_model, weights)
+        naming, state = weights.read_state(files)
+        report = weights.assign_state(hf_model, naming, state, files.path)
+        del state
         _check_report(report, hf_model, trained_head=labels_lib.has_trained_head(config))
     return SequenceClassifier(hf_model, arch=arch, label_map=label_map, max_seq_length=spec.max_seq_length,
                               source=spec.source)
 
 
-def _check_report(report: loading.LoadReport, hf_model, *, trained_head: bool) -> None:
-    # Dropout layers have no weights but the h5 loader lists them. A new head (and the pooler, which some
-    # pre-training checkpoints omit) may start random; anything else missing means the wrong checkpoint.
-    fresh_ok = () if trained_head else ("classifier", "pooler")
-    missing = [m for m in report.missing if "dropout" not in m and not any(f in m for f in fresh_ok)]
+def _architecture(config, directory: pathlib.Path) -> architectures.Architecture:
+    try:
+        return architectures.of_config(config)
+    except architectures.UnsupportedArchitecture as e:
+        raise loading.CheckpointError(f"{directory / loading.CONFIG_FILE}: {e}") from None
+
+
+def _head_names(hf_model) -> tuple[str, ...]:
+    # PyTorch-style names of the weights outside the backbone: the task head (classifier, pre_classifier, and
+    # DeBERTa's pooler, which sits beside its backbone).
+    prefix = hf_model.base_model_prefix
+    return tuple(sorted({w.name.split("/")[1] for w in hf_model.weights if w.name.split("/")[1] != prefix}))
+
+
+def _check_report(report: weights.LoadReport, hf_model, *, trained_head: bool) -> None:
+    # A new head (and a backbone's pooler, which some pre-training checkpoints omit) may start fresh; anything else
+    # missing means the wrong checkpoint. Fresh and unused weights are said, never silent.
+    fresh_ok = set() if trained_head else set(_head_names(hf_model)) | {"pooler"}
+    # Names are PyTorch's (bert.pooler.dense.weight) or TF's (bert/pooler/dense/kernel:0), by the file's naming.
+    fresh = [m for m in report.missing if fresh_ok & {re.split(r"[./]", m)[0], *re.split(r"[./]", m)[1:2]}]
+    missing = [m for m in report.missing if m not in fresh]
     if missing:
         what = "its trained head and backbone" if trained_head else "the backbone"
         raise loading.CheckpointError(
             f"{report.path}: lacks weights of {what} for {type(hf_model).__name__}: {missing[:8]}"
             f"{' ...' if len(missing) > 8 else ''}")
-    pooler = [m for m in report.missing if "pooler" in m]
-    if pooler:
-        log.warning("%s has no pooler weights; the pooler starts from random init", report.path)
+    if fresh:
+        log.warning("%s: %d weights are newly initialised (not in the checkpoint): %s", report.path, len(fresh),
+                    ", ".join(fresh[:6]) + (" ..." if len(fresh) > 6 else ""))
+    if report.unexpected:
+        log.warning("%s: %d tensors of the checkpoint are not used by %s: %s", report.path, len(report.unexpected),
+                    type(hf_model).__name__, ", ".join(report.unexpected[:6])
+                    + (" ..." if len(report.unexpected) > 6 else ""))
 
 
-def load_classifier(directory: str | os.PathLike) -> SequenceClassifier:
-    """Load a classifier written by :meth:`SequenceClassifier.save_pretrained` (call under a strategy scope).
+@dataclasses.dataclass(frozen=True)
+class CheckpointFacts:
+    """What a classifier folder says about itself, read without building a model.
+
+    Attributes:
+        architecture: its :class:`~tfsent.models.architectures.Architecture` row.
+        label_names: labels in model id order (as written; ``label_names`` given to :func:`describe` replaces them).
+        max_seq_length: the longest sequence it takes (a tfsent model's trained length, else its positions').
+        features: the token features it reads.
+        tfsent_model: whether tfsent wrote it (``tfsent_model.json``).
+    """
+
+    architecture: architectures.Architecture
+    label_names: tuple[str, ...]
+    max_seq_length: int
+    features: tuple[str, ...]
+    tfsent_model: bool
+
+
+def describe(directory: str | os.PathLike, *, label_names: Sequence[str] | None = None,
+             warn: bool = True) -> CheckpointFacts:
+    """Read a classifier folder's facts: a tfsent model folder, or any transformers classifier folder.
+
+    Args:
+        directory: the folder.
+        label_names: names for the model's outputs in id order, replacing its config's (for checkpoints saved with
+            generic ``LABEL_0``, ``LABEL_1`` ... names).
+        warn: log once when the labels are generic and no ``label_names`` were given (the loader does; callers
+            that only look do not repeat it).
 
     Raises:
-        CheckpointError: ``tfsent_model.json`` is missing or malformed, or the weights cannot be read.
+        CheckpointError: a malformed ``tfsent_model.json``, an unsupported architecture, a checkpoint without a
+            trained classification head. LabelError: ``label_names`` of the wrong count or repeated names.
     """
     directory = pathlib.Path(directory)
+    config = loading.read_config(directory)
+    arch = _architecture(config, directory)
+    meta = _read_meta(directory)
+    if meta is not None:
+        names, length = tuple(meta["label_names"]), int(meta["max_seq_length"])
+        if meta["arch"] != arch.model_type:
+            raise loading.CheckpointError(f"{directory / META_FILE}: says arch={meta['arch']!r}, but config.json "
+                                          f"gives {arch.model_type!r}")
+    else:
+        if not labels_lib.has_trained_head(config):
+            found = getattr(config, "architectures", None) or "none"
+            raise loading.CheckpointError(
+                f"{directory / loading.CONFIG_FILE}: not a classifier (architectures: {found}); it has no trained "
+                "classification head to score with",
+                hint="fine-tune one from it first: python -m tfsent.train +experiment=finbert_tone "
+                     f"model.source={directory}")
+        names, length = labels_lib.config_label_names(config), loading.model_max_length(config)
+    if label_names is not None:
+        names = labels_lib.rename(names, label_names)
+    elif warn and labels_lib.generic(names):
+        log.warning("%s: the model's labels have no names (%s); they are kept as they are, name them in model "
+                    "order with label_names=[...]", directory, ", ".join(names))
+    return CheckpointFacts(arch, tuple(names), length, arch.features(config), meta is not None)
+
+
+def _read_meta(directory: pathlib.Path) -> dict | None:
     meta_path = directory / META_FILE
     try:
         meta = json.loads(meta_path.read_text())
     except FileNotFoundError:
-        raise loading.CheckpointError(f"{meta_path}: missing; not a tfsent classifier directory") from None
+        return None
     except (OSError, ValueError) as e:
         raise loading.CheckpointError(f"{meta_path}: unreadable ({e})") from e
     for key in ("format", "arch", "label_names", "max_seq_length"):
@@ -259,9 +344,31 @@ def load_classifier(directory: str | os.PathLike) -> SequenceClassifier:
             raise loading.CheckpointError(f"{meta_path}: missing key {key!r}")
     if meta["format"] != META_FORMAT:
         raise loading.CheckpointError(f"{meta_path}: format {meta['format']!r}, expected {META_FORMAT!r}")
-    model = build_classifier(ClassifierSpec(source=str(directory), label_names=meta["label_names"],
-                                            max_seq_length=int(meta["max_seq_length"])))
-    if model.arch != meta["arch"] or model.label_names != list(meta["label_names"]):
-        raise loading.CheckpointError(f"{meta_path}: says arch={meta['arch']!r}, labels={meta['label_names']}, "
-                                      f"but config.json gives {model.arch!r}, {model.label_names}")
+    return meta
+
+
+def load_classifier(directory: str | os.PathLike, *, label_names: Sequence[str] | None = None) -> SequenceClassifier:
+    """Load a classifier folder (call under a strategy scope): a tfsent model folder, or any folder a
+    transformers ``*ForSequenceClassification`` was saved to (PyTorch or TF weights, any supported architecture).
+
+    Args:
+        directory: the folder.
+        label_names: output names in model id order, replacing the config's (see :func:`describe`).
+
+    Raises:
+        CheckpointError: no trained head, an unsupported architecture, unreadable or mismatched weights.
+        LabelError: a bad ``label_names``.
+    """
+    directory = pathlib.Path(directory)
+    facts = describe(directory, label_names=label_names)
+    config_names = labels_lib.config_label_names(loading.read_config(directory))
+    model = build_classifier(ClassifierSpec(source=str(directory), label_names=config_names,
+                                            max_seq_length=facts.max_seq_length))
+    if facts.tfsent_model and model.label_names != list(_read_meta(directory)["label_names"]):
+        raise loading.CheckpointError(f"{directory / META_FILE}: says labels {_read_meta(directory)['label_names']}, "
+                                      f"but config.json gives {model.label_names}")
+    if list(facts.label_names) != model.label_names:
+        names = tuple(facts.label_names)
+        model.label_map = labels_lib.LabelMap(names, names, tuple(range(len(names))))
+        _set_labels(model.hf_model.config, names)
     return model

@@ -107,6 +107,24 @@ def map_labels(dataset_names: Sequence[str], model_names: Sequence[str], *, mode
                      f"{list(model_names)}; {'; '.join(parts)}")
 
 
+def generic(names: Sequence[str]) -> bool:
+    """Whether every name is a placeholder (``LABEL_0``, ``LABEL_1`` ...: a head saved without ``id2label``)."""
+    return bool(names) and all(_GENERIC.match(str(n)) for n in names)
+
+
+def rename(model_names: Sequence[str], new_names: Sequence[str]) -> tuple[str, ...]:
+    """Names given by the user for a model's outputs, in model id order, checked against the output count.
+
+    Raises:
+        LabelError: another count than the model has outputs, or names that repeat (ignoring case).
+    """
+    new = _check_names([str(n) for n in new_names], "label_names")
+    if len(new) != len(model_names):
+        raise LabelError(f"label_names={list(new)}: {len(new)} names for a model with {len(model_names)} outputs "
+                         f"({', '.join(map(str, model_names))}); give one name per output, in model id order")
+    return new
+
+
 def has_trained_head(config: Any) -> bool:
     """Whether a checkpoint's config says its weights include a sequence-classification head."""
     return any(str(a).endswith("ForSequenceClassification") for a in (getattr(config, "architectures", None) or []))

@@ -24,7 +24,8 @@ import tf_keras
 
 from tfsent.data.masking import IGNORE_INDEX, MaskingSpec
 from tfsent.models.base import PretrainedModel
-from tfsent.models.loading import CheckpointError, check_max_positions, load_weights
+from tfsent.models.loading import CheckpointError, check_max_positions
+from tfsent.models.weights import load_weights
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@
 tools want ``model.safetensors`` with PyTorch names and layouts. The names and transposes come from transformers'
 own TF -> PyTorch mapping (``convert_tf_weight_name_to_pt_weight_name``, ``apply_transpose``: the code its
 ``load_tf2_weights_in_pytorch_model`` runs), applied to numpy arrays, so no torch is needed to write the file and
-tfsent's torch-free loader (:func:`tfsent.models.loading.load_weights`) reads it back.
+tfsent's torch-free loader (:func:`tfsent.models.weights.load_weights`) reads it back.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 import safetensors.numpy
 from transformers.modeling_tf_pytorch_utils import apply_transpose, convert_tf_weight_name_to_pt_weight_name
 
-from tfsent.models.loading import SAFE_WEIGHTS
+from tfsent.models.weights import SAFE_WEIGHTS
 
 
 def torch_state_dict(tf_model) -> dict[str, np.ndarray]:

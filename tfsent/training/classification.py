@@ -17,7 +17,8 @@ from tfsent.data.prepare import data_identity, prepare_classification
 from tfsent.data.reader import to_keras
 from tfsent.models.classifier import ClassifierSpec, SequenceClassifier, build_classifier
 from tfsent.models.labels import LabelMap, head_labels
-from tfsent.models.loading import check_max_positions, read_config, resolve_source
+from tfsent.models.loading import check_max_positions, read_config
+from tfsent.models.sources import resolve_source
 from tfsent.runtime.precision import wrap_optimizer
 from tfsent.training.callbacks import build_callbacks
 from tfsent.training.metrics import classification_metrics, find_confusion_metric
@@ -56,20 +57,24 @@ class ClassificationTask(Task):
     def tokenizer(self):
         """The model's tokenizer (``model.tokenizer``, else ``model.source``), loaded once."""
         if self._tokenizer is None:
-            self._tokenizer = load_tokenizer(self.model_group.tokenizer_source)
+            group = self.model_group
+            # The revision pins the tokenizer too, unless it comes from another source than the weights.
+            revision = group.revision if not group.tokenizer else None
+            self._tokenizer = load_tokenizer(group.tokenizer_source, revision=revision)
         return self._tokenizer
 
     @property
     def checkpoint_config(self):
         """The starting checkpoint's transformers config (None for random init), read once."""
         if self._checkpoint_config is None and self.model_group.source is not None:
-            self._checkpoint_config = read_config(resolve_source(self.model_group.source))
+            self._checkpoint_config = read_config(resolve_source(self.model_group.source,
+                                                                       revision=self.model_group.revision))
         return self._checkpoint_config
 
     def classifier_spec(self, label_names: list[str]) -> ClassifierSpec:
         """The ``model`` group as a :class:`ClassifierSpec` for these labels and the data's length."""
         group = self.model_group
-        return ClassifierSpec(source=group.source, config=dict(group.config), label_names=list(label_names),
+        return ClassifierSpec(source=group.source, revision=group.revision, config=dict(group.config), label_names=list(label_names),
                               max_seq_length=int(self.data.max_seq_length), hidden_dropout=group.hidden_dropout,
                               attention_dropout=group.attention_dropout,
                               classifier_dropout=group.classifier_dropout)

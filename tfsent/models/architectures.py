@@ -1,0 +1,146 @@
+"""The architectures tfsent builds classifiers from: one table entry per ``config.model_type``, nothing else.
+
+Everything that differs between Hugging Face encoder families lives in an :class:`Architecture` row: the
+transformers TF class with a sequence-classification head, which token features the model reads, how it numbers
+positions, where its per-layer blocks sit (for discriminative learning rates and gradual unfreezing) and whether
+the tokenizer can run inside an exported graph. The classifier, the predictor, export, Beam and the position checks
+read the row; none of them branches on a model name. Adding an architecture is one entry in :data:`ARCHITECTURES`
+(and its tiny config in the tests' table, ``tests/helpers/architectures.py``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Any
+
+import transformers
+
+
+class Positions(enum.Enum):
+    """How an architecture numbers the positions of a sequence."""
+
+    #: 0, 1, ..., L-1 (BERT, DistilBERT, ALBERT, ELECTRA, DeBERTa's optional absolute positions).
+    FROM_ZERO = "from_zero"
+    #: pad_token_id + 1, ..., pad_token_id + L; padding gets pad_token_id (RoBERTa's create_position_ids, MPNet).
+    AFTER_PAD = "after_pad"
+
+
+class Tokenizer(enum.Enum):
+    """Which tokenizer family an architecture's checkpoints ship; decides whether export can tokenize in-graph."""
+
+    WORDPIECE = "wordpiece"      # BERT's vocab.txt: tensorflow-text's FastBertTokenizer runs it in the graph
+    BYTE_BPE = "byte-level BPE"  # RoBERTa's vocab.json + merges.txt
+    SENTENCEPIECE = "SentencePiece"  # spiece.model / spm.model / sentencepiece.bpe.model
+    MPNET_WORDPIECE = "WordPiece with <s>/</s>"  # MPNet: BERT's vocabulary, RoBERTa's special tokens
+
+
+@dataclasses.dataclass(frozen=True)
+class Architecture:
+    """What tfsent needs to know about one ``model_type``.
+
+    Attributes:
+        model_type: ``config.model_type`` (``bert``, ``xlm-roberta``, ``deberta-v2`` ...).
+        family: the name users know it by, for messages and docs.
+        config_class: the transformers config class (random init, config checks).
+        classifier_class: the transformers TF class with a sequence-classification head.
+        token_types: the model reads ``token_type_ids`` (when its config has token types at all).
+        positions: how positions are numbered (:class:`Positions`).
+        layers: dotted path, from the backbone (``hf_model.<base_model_prefix>``), to the list of per-layer blocks.
+            What else the backbone holds (embeddings, shared relative-position tables) is the bottom group;
+            its pooler and everything outside the backbone (the head) is the top group.
+        tokenizer: the tokenizer family its checkpoints ship.
+    """
+
+    model_type: str
+    family: str
+    config_class: str
+    classifier_class: str
+    token_types: bool
+    positions: Positions
+    layers: str
+    tokenizer: Tokenizer
+
+    def config_cls(self):
+        """The transformers config class."""
+        return getattr(transformers, self.config_class)
+
+    def classifier_cls(self):
+        """The transformers TF sequence-classification class."""
+        return getattr(transformers, self.classifier_class)
+
+    def features(self, config: Any) -> tuple[str, ...]:
+        """The token features a model of this config reads, in the order tfsent feeds them.
+
+        DeBERTa-v3 keeps ``token_types`` but sets ``type_vocab_size=0``: its embeddings then ignore segment ids.
+        """
+        reads_types = self.token_types and int(_get(config, "type_vocab_size", 1) or 0) > 0
+        return ("input_ids", "attention_mask") + (("token_type_ids",) if reads_types else ())
+
+    def reserved_positions(self, config: Any) -> int:
+        """Position ids a sequence cannot use: ``pad_token_id + 1`` where positions start after the pad."""
+        if self.positions is Positions.AFTER_PAD:
+            return int(_get(config, "pad_token_id", 1)) + 1
+        return 0
+
+    @property
+    def in_graph_tokenizer(self) -> bool:
+        """Whether ``tfsent.export`` can tokenize raw strings inside the SavedModel (WordPiece only)."""
+        return self.tokenizer is Tokenizer.WORDPIECE
+
+
+def _get(config: Any, key: str, default: Any = None) -> Any:
+    if isinstance(config, dict):
+        return config.get(key, default)
+    return getattr(config, key, default)
+
+
+def _roberta_like(model_type: str, family: str, prefix: str, tokenizer: Tokenizer) -> Architecture:
+    return Architecture(model_type, family, f"{prefix}Config", f"TF{prefix}ForSequenceClassification",
+                        token_types=False, positions=Positions.AFTER_PAD, layers="encoder.layer", tokenizer=tokenizer)
+
+
+ARCHITECTURES: dict[str, Architecture] = {a.model_type: a for a in (
+    Architecture("bert", "BERT", "BertConfig", "TFBertForSequenceClassification", token_types=True,
+                 positions=Positions.FROM_ZERO, layers="encoder.layer", tokenizer=Tokenizer.WORDPIECE),
+    _roberta_like("roberta", "RoBERTa (DistilRoBERTa)", "Roberta", Tokenizer.BYTE_BPE),
+    _roberta_like("xlm-roberta", "XLM-RoBERTa", "XLMRoberta", Tokenizer.SENTENCEPIECE),
+    _roberta_like("camembert", "CamemBERT", "Camembert", Tokenizer.SENTENCEPIECE),
+    Architecture("distilbert", "DistilBERT", "DistilBertConfig", "TFDistilBertForSequenceClassification",
+                 token_types=False, positions=Positions.FROM_ZERO, layers="transformer.layer",
+                 tokenizer=Tokenizer.WORDPIECE),
+    # ALBERT shares one block across its layers: the shared group is one "layer" for discriminative rates.
+    Architecture("albert", "ALBERT", "AlbertConfig", "TFAlbertForSequenceClassification", token_types=True,
+                 positions=Positions.FROM_ZERO, layers="encoder.albert_layer_groups",
+                 tokenizer=Tokenizer.SENTENCEPIECE),
+    Architecture("electra", "ELECTRA", "ElectraConfig", "TFElectraForSequenceClassification", token_types=True,
+                 positions=Positions.FROM_ZERO, layers="encoder.layer", tokenizer=Tokenizer.WORDPIECE),
+    Architecture("deberta-v2", "DeBERTa-v2/v3", "DebertaV2Config", "TFDebertaV2ForSequenceClassification",
+                 token_types=True, positions=Positions.FROM_ZERO, layers="encoder.layer",
+                 tokenizer=Tokenizer.SENTENCEPIECE),
+    Architecture("deberta", "DeBERTa", "DebertaConfig", "TFDebertaForSequenceClassification", token_types=True,
+                 positions=Positions.FROM_ZERO, layers="encoder.layer", tokenizer=Tokenizer.BYTE_BPE),
+    _roberta_like("mpnet", "MPNet", "MPNet", Tokenizer.MPNET_WORDPIECE),
+)}
+
+
+class UnsupportedArchitecture(ValueError):
+    """A ``model_type`` with no row in :data:`ARCHITECTURES`."""
+
+
+def get(model_type: str) -> Architecture:
+    """The row of ``model_type``.
+
+    Raises:
+        UnsupportedArchitecture: no such row; the message lists the supported types.
+    """
+    try:
+        return ARCHITECTURES[model_type]
+    except KeyError:
+        raise UnsupportedArchitecture(f"model_type {model_type!r} is not supported; tfsent classifiers support "
+                                      f"{', '.join(sorted(ARCHITECTURES))}") from None
+
+
+def of_config(config: Any) -> Architecture:
+    """The row of a transformers config (or a mapping with ``model_type``)."""
+    return get(str(_get(config, "model_type")))
