@@ -134,6 +134,7 @@ def test_load_classifier_reads_any_classifier_folder(tmp_path):
     config.write_text(config.read_text().replace("BertForSequenceClassification", "BertModel"))
     with pytest.raises(CheckpointError, match=r"not a classifier \(architectures: \['BertModel'\]\)"):
         load_classifier(tmp_path / "m")
+    config.write_text(config.read_text().replace("BertModel", "BertForSequenceClassification"))
     (tmp_path / "m" / "tf_model.h5").write_bytes(b"not hdf5 at all")
     with pytest.raises(CheckpointError, match=r"tf_model\.h5"):
         load_classifier(tmp_path / "m")

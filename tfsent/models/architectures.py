@@ -50,6 +50,8 @@ class Architecture:
             What else the backbone holds (embeddings, shared relative-position tables) is the bottom group;
             its pooler and everything outside the backbone (the head) is the top group.
         tokenizer: the tokenizer family its checkpoints ship.
+        pooled_head: the classification head reads the backbone's pooler (BERT, ALBERT). Where it does not, the TF
+            backbone may still build a pooler (MPNet) that PyTorch checkpoints leave out: unused, so not missing.
     """
 
     model_type: str
@@ -60,6 +62,7 @@ class Architecture:
     positions: Positions
     layers: str
     tokenizer: Tokenizer
+    pooled_head: bool = False
 
     def config_cls(self):
         """The transformers config class."""
@@ -102,7 +105,7 @@ def _roberta_like(model_type: str, family: str, prefix: str, tokenizer: Tokenize
 
 ARCHITECTURES: dict[str, Architecture] = {a.model_type: a for a in (
     Architecture("bert", "BERT", "BertConfig", "TFBertForSequenceClassification", token_types=True,
-                 positions=Positions.FROM_ZERO, layers="encoder.layer", tokenizer=Tokenizer.WORDPIECE),
+                 positions=Positions.FROM_ZERO, layers="encoder.layer", tokenizer=Tokenizer.WORDPIECE, pooled_head=True),
     _roberta_like("roberta", "RoBERTa (DistilRoBERTa)", "Roberta", Tokenizer.BYTE_BPE),
     _roberta_like("xlm-roberta", "XLM-RoBERTa", "XLMRoberta", Tokenizer.SENTENCEPIECE),
     _roberta_like("camembert", "CamemBERT", "Camembert", Tokenizer.SENTENCEPIECE),
@@ -112,7 +115,7 @@ ARCHITECTURES: dict[str, Architecture] = {a.model_type: a for a in (
     # ALBERT shares one block across its layers: the shared group is one "layer" for discriminative rates.
     Architecture("albert", "ALBERT", "AlbertConfig", "TFAlbertForSequenceClassification", token_types=True,
                  positions=Positions.FROM_ZERO, layers="encoder.albert_layer_groups",
-                 tokenizer=Tokenizer.SENTENCEPIECE),
+                 tokenizer=Tokenizer.SENTENCEPIECE, pooled_head=True),
     Architecture("electra", "ELECTRA", "ElectraConfig", "TFElectraForSequenceClassification", token_types=True,
                  positions=Positions.FROM_ZERO, layers="encoder.layer", tokenizer=Tokenizer.WORDPIECE),
     Architecture("deberta-v2", "DeBERTa-v2/v3", "DebertaV2Config", "TFDebertaV2ForSequenceClassification",

@@ -189,7 +189,7 @@ def _random_config(spec: ClassifierSpec):
     return arch, config_cls(**options)
 
 
-def build_classifier(spec: ClassifierSpec) -> SequenceClassifier:
+def build_classifier(spec: ClassifierSpec, *, require_head: bool = False) -> SequenceClassifier:
     """Build a classifier from a spec: checkpoint weights (head mapped by label name) or random init.
 
     Call under the caller's ``strategy.scope()``. Labels and position embeddings are checked before any weight
@@ -197,6 +197,8 @@ def build_classifier(spec: ClassifierSpec) -> SequenceClassifier:
 
     Args:
         spec: the :class:`ClassifierSpec`.
+        require_head: the checkpoint must hold a trained classification head (prediction), even where its config
+            does not say it has one.
 
     Returns:
         The built :class:`SequenceClassifier`; its ``label_map`` translates dataset label ids to model ids.
@@ -231,7 +233,7 @@ def build_classifier(spec: ClassifierSpec) -> SequenceClassifier:
         naming, state = weights.read_state(files)
         report = weights.assign_state(hf_model, naming, state, files.path)
         del state
-        _check_report(report, hf_model, trained_head=labels_lib.has_trained_head(config))
+        _check_report(report, hf_model, trained_head=require_head or labels_lib.has_trained_head(config))
     return SequenceClassifier(hf_model, arch=arch, label_map=label_map, max_seq_length=spec.max_seq_length,
                               source=spec.source)
 
@@ -254,9 +256,16 @@ def _check_report(report: weights.LoadReport, hf_model, *, trained_head: bool) -
     # A new head (and a backbone's pooler, which some pre-training checkpoints omit) may start fresh; anything else
     # missing means the wrong checkpoint. Fresh and unused weights are said, never silent.
     fresh_ok = set() if trained_head else set(_head_names(hf_model)) | {"pooler"}
+    unused_pooler = not architectures.get(hf_model.config.model_type).pooled_head
     # Names are PyTorch's (bert.pooler.dense.weight) or TF's (bert/pooler/dense/kernel:0), by the file's naming.
-    fresh = [m for m in report.missing if fresh_ok & {re.split(r"[./]", m)[0], *re.split(r"[./]", m)[1:2]}]
-    missing = [m for m in report.missing if m not in fresh]
+    parts = {m: re.split(r"[./]", m) for m in report.missing}
+    backbone_pooler = [m for m in report.missing if parts[m][1:2] == ["pooler"]]
+    fresh = [m for m in report.missing if fresh_ok & set(parts[m][:2])
+             and not (unused_pooler and m in backbone_pooler)]
+    missing = [m for m in report.missing if m not in fresh and not (unused_pooler and m in backbone_pooler)]
+    if unused_pooler and backbone_pooler:
+        log.info("%s: no weights for %s's pooler, which its classification head does not use", report.path,
+                 type(hf_model).__name__)
     if missing:
         what = "its trained head and backbone" if trained_head else "the backbone"
         raise loading.CheckpointError(
@@ -315,8 +324,10 @@ def describe(directory: str | os.PathLike, *, label_names: Sequence[str] | None 
             raise loading.CheckpointError(f"{directory / META_FILE}: says arch={meta['arch']!r}, but config.json "
                                           f"gives {arch.model_type!r}")
     else:
-        if not labels_lib.has_trained_head(config):
-            found = getattr(config, "architectures", None) or "none"
+        # Configs written before transformers recorded `architectures` say nothing: the weights decide (a missing
+        # head is then an error of the load, naming the file).
+        if getattr(config, "architectures", None) and not labels_lib.has_trained_head(config):
+            found = config.architectures
             raise loading.CheckpointError(
                 f"{directory / loading.CONFIG_FILE}: not a classifier (architectures: {found}); it has no trained "
                 "classification head to score with",
@@ -363,7 +374,7 @@ def load_classifier(directory: str | os.PathLike, *, label_names: Sequence[str] 
     facts = describe(directory, label_names=label_names)
     config_names = labels_lib.config_label_names(loading.read_config(directory))
     model = build_classifier(ClassifierSpec(source=str(directory), label_names=config_names,
-                                            max_seq_length=facts.max_seq_length))
+                                            max_seq_length=facts.max_seq_length), require_head=True)
     if facts.tfsent_model and model.label_names != list(_read_meta(directory)["label_names"]):
         raise loading.CheckpointError(f"{directory / META_FILE}: says labels {_read_meta(directory)['label_names']}, "
                                       f"but config.json gives {model.label_names}")
