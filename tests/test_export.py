@@ -128,9 +128,17 @@ def test_user_mistakes_end_in_one_line(tiny_ckpt, tmp_path, monkeypatch, capsys)
         label_names=LABELS, max_seq_length=32))
     ckpt = roberta.save_pretrained(tmp_path / "roberta", tokenizer=tokenizer)
     out = tmp_path / "out"
+    # Byte-level BPE cannot run in the graph: one line says so and the token-id signature is written instead.
+    monkeypatch.setattr(sys, "argv", ["tfsent.export", f"ckpt_path={ckpt}", f"output={tmp_path / 'bpe'}",
+                                      f"hydra.run.dir={tmp_path / 'hydra'}"])
+    capsys.readouterr()
+    main()
+    said = capsys.readouterr().out.splitlines()
+    assert said[0] == (f"export: {ckpt}: a BPE tokenizer, which tensorflow-text cannot run inside a SavedModel: "
+                       "exporting a token-id signature instead, with the tokenizer files in tokenizer/ beside it")
+    meta = json.loads((tmp_path / "bpe" / "tfsent_export.json").read_text())
+    assert meta["inputs"] == ["input_ids", "attention_mask"] and (tmp_path / "bpe" / "tokenizer").is_dir()
     cases = [
-        ([f"ckpt_path={ckpt}", f"output={out}"],
-         f"error: {ckpt}: a BPE tokenizer; tensorflow-text "),
         ([f"output={out}"], "error: ckpt_path is required | hint: set ckpt_path=... on the command line"),
         ([f"ckpt_path={tiny_ckpt}", f"output={out}", "inputs=strings"],
          "error: inputs='strings' must be one of text, token_ids"),
@@ -152,6 +160,22 @@ def test_token_id_export_from_the_command_line(tiny_ckpt, tmp_path, monkeypatch)
     meta = json.loads((out / "tfsent_export.json").read_text())
     assert meta["inputs"] == ["input_ids", "attention_mask", "token_type_ids"] and "custom_ops" not in meta
     assert (out / "tokenizer" / "vocab.txt").is_file()
+
+
+@pytest.mark.parametrize("fixture", ["distilbert_zip_bin", "mpnet_legacy_bin"])
+def test_transformers_wordpiece_folder_serves_raw_text_like_predict(fixture, tmp_path, monkeypatch):
+    # A folder PyTorch transformers wrote (no tfsent metadata): its WordPiece tokenizer runs in the graph.
+    ckpt = REPO / "tests" / "fixtures" / "hf" / fixture
+    expected = json.loads((ckpt / "expected.json").read_text())
+    out = tmp_path / "export"
+    monkeypatch.setattr(sys, "argv", ["tfsent.export", f"ckpt_path={ckpt}", f"output={out}",
+                                      f"hydra.run.dir={tmp_path / 'hydra'}"])
+    main()
+    served = serve_in_fresh_process(out, expected["texts"], tmp_path)
+    assert served["tfsent_imported"] is False
+    labels = expected["labels"]
+    assert served["label"] == [labels[i] for i in np.argmax(expected["probs"], axis=1)]
+    np.testing.assert_allclose(np.array(served["probs"]), expected["probs"], atol=1e-5, rtol=0)
 
 
 @pytest.mark.slow

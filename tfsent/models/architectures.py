@@ -27,12 +27,11 @@ class Positions(enum.Enum):
 
 
 class Tokenizer(enum.Enum):
-    """Which tokenizer family an architecture's checkpoints ship; decides whether export can tokenize in-graph."""
+    """Which tokenizer family an architecture's checkpoints ship (export decides from the tokenizer itself)."""
 
     WORDPIECE = "wordpiece"      # BERT's vocab.txt: tensorflow-text's FastBertTokenizer runs it in the graph
     BYTE_BPE = "byte-level BPE"  # RoBERTa's vocab.json + merges.txt
     SENTENCEPIECE = "SentencePiece"  # spiece.model / spm.model / sentencepiece.bpe.model
-    MPNET_WORDPIECE = "WordPiece with <s>/</s>"  # MPNet: BERT's vocabulary, RoBERTa's special tokens
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,11 +85,6 @@ class Architecture:
             return int(_get(config, "pad_token_id", 1)) + 1
         return 0
 
-    @property
-    def in_graph_tokenizer(self) -> bool:
-        """Whether ``tfsent.export`` can tokenize raw strings inside the SavedModel (WordPiece only)."""
-        return self.tokenizer is Tokenizer.WORDPIECE
-
 
 def _get(config: Any, key: str, default: Any = None) -> Any:
     if isinstance(config, dict):
@@ -123,7 +117,8 @@ ARCHITECTURES: dict[str, Architecture] = {a.model_type: a for a in (
                  tokenizer=Tokenizer.SENTENCEPIECE),
     Architecture("deberta", "DeBERTa", "DebertaConfig", "TFDebertaForSequenceClassification", token_types=True,
                  positions=Positions.FROM_ZERO, layers="encoder.layer", tokenizer=Tokenizer.BYTE_BPE),
-    _roberta_like("mpnet", "MPNet", "MPNet", Tokenizer.MPNET_WORDPIECE),
+    # MPNet: BERT's WordPiece vocabulary with <s>/</s> as its [CLS]/[SEP], RoBERTa's positions.
+    _roberta_like("mpnet", "MPNet", "MPNet", Tokenizer.WORDPIECE),
 )}
 
 
