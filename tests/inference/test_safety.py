@@ -75,10 +75,10 @@ def test_an_empty_checkpoint_folder_is_one_line_before_any_model_is_built(src, t
     monkeypatch.setattr(driver, "make_strategy", lambda *a: pytest.fail("a strategy was built"))
     with pytest.raises(CheckpointError) as info:
         predict(tmp_path / "empty", src, tmp_path / "out.csv", OPTS)
-    assert str(info.value) == f"{tmp_path / 'empty'}: not a tfsent checkpoint (no config.json / no weights)"
+    assert str(info.value) == f"{tmp_path / 'empty'}: not a model checkpoint (no config.json / no weights)"
     assert "save_pretrained" in info.value.hint
     (tmp_path / "empty" / "config.json").write_text("{}")
-    with pytest.raises(CheckpointError, match=r"empty: not a tfsent checkpoint \(no weights\)$"):
+    with pytest.raises(CheckpointError, match=r"empty: not a model checkpoint \(no weights\)$"):
         predict(tmp_path / "empty", src, tmp_path / "out.csv", OPTS)
 
 

@@ -55,7 +55,7 @@ def test_tf_saved_folder_scores_as_transformers(model_type, safe, tokenizer, tmp
     # tfsent feeds every feature it has; the model takes what its row says.
     got = _softmax(model({k: tf.constant(v, tf.int32) for k, v in enc.items()}).numpy())
     np.testing.assert_allclose(got, expected, atol=1e-5)
-    assert len(set(expected.argmax(axis=1))) >= 2  # the random model tells the texts apart
+    assert np.ptp(expected, axis=0).max() > 1e-3  # the texts give the random model different outputs
 
 
 @pytest.mark.parametrize("model_type", sorted(TINY))

@@ -88,6 +88,10 @@ def build(pipeline: beam.Pipeline, ckpt_path: str, input: str, output: str, opti
     documents = list_documents(input, options.encoding) if fmt == "documents" else None
     if documents is None and files.is_local(input):
         TextSource(input, fmt)  # a missing file fails here, before any worker starts
+    if files.is_local(ckpt_path):
+        # A hub id is fetched (or found in the cache) once, here, after the input and output checks; the workers
+        # load the local snapshot. A cloud runner's workers need the folder on shared storage (gs://...) instead.
+        ckpt_path = str(resolve_source(ckpt_path, revision=options.revision))
     facts = describe(ckpt_path, options.buckets, options.max_length, options.label_names)
     folder = f"{output}.beam-blocks-{uuid.uuid4().hex[:8]}"
     if files.is_local(folder):
@@ -141,10 +145,6 @@ def score(ckpt_path: str, input: str, output: str, options: BeamOptions = BeamOp
     """
     start = time.perf_counter()
     ckpt_path, input, output = str(ckpt_path), str(input), str(output)
-    if files.is_local(ckpt_path):
-        # A hub id is fetched (or found in the cache) once, here; the workers load the local snapshot. A cloud
-        # runner's workers need the folder on shared storage (gs://...) instead.
-        ckpt_path = str(resolve_source(ckpt_path, revision=options.revision))
     pipeline = beam.Pipeline(options=PipelineOptions([f"--runner={options.runner}", *options.pipeline_options]))
     plan = build(pipeline, ckpt_path, input, output, options)
     try:

@@ -51,6 +51,8 @@ class Architecture:
         tokenizer: the tokenizer family its checkpoints ship.
         pooled_head: the classification head reads the backbone's pooler (BERT, ALBERT). Where it does not, the TF
             backbone may still build a pooler (MPNet) that PyTorch checkpoints leave out: unused, so not missing.
+        xla: transformers' TF code of this architecture compiles with XLA (DeBERTa v1's does not: its attention
+            has a ``tf.cond`` whose branches return tensors of different ranks); without it tfsent runs the graph.
     """
 
     model_type: str
@@ -62,6 +64,7 @@ class Architecture:
     layers: str
     tokenizer: Tokenizer
     pooled_head: bool = False
+    xla: bool = True
 
     def config_cls(self):
         """The transformers config class."""
@@ -116,7 +119,7 @@ ARCHITECTURES: dict[str, Architecture] = {a.model_type: a for a in (
                  token_types=True, positions=Positions.FROM_ZERO, layers="encoder.layer",
                  tokenizer=Tokenizer.SENTENCEPIECE),
     Architecture("deberta", "DeBERTa", "DebertaConfig", "TFDebertaForSequenceClassification", token_types=True,
-                 positions=Positions.FROM_ZERO, layers="encoder.layer", tokenizer=Tokenizer.BYTE_BPE),
+                 positions=Positions.FROM_ZERO, layers="encoder.layer", tokenizer=Tokenizer.BYTE_BPE, xla=False),
     # MPNet: BERT's WordPiece vocabulary with <s>/</s> as its [CLS]/[SEP], RoBERTa's positions.
     _roberta_like("mpnet", "MPNet", "MPNet", Tokenizer.WORDPIECE),
 )}

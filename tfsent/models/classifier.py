@@ -88,6 +88,14 @@ class SequenceClassifier(PretrainedModel):
         self.architecture = architectures.get(arch)
         self.features = self.architecture.features(hf_model.config)
 
+    def compile(self, *args, jit_compile=None, **kwargs):
+        """``PretrainedModel.compile``; XLA is dropped for an architecture whose transformers code cannot compile."""
+        if jit_compile and not self.architecture.xla:
+            log.info("jit_compile ignored: transformers' TF %s does not compile with XLA; running the graph",
+                     self.architecture.family)
+            jit_compile = False
+        super().compile(*args, jit_compile=jit_compile, **kwargs)
+
     @property
     def label_names(self) -> list[str]:
         """Label names in model id order (the logits' last axis)."""

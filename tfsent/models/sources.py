@@ -199,7 +199,7 @@ def check_checkpoint(directory: pathlib.Path | str) -> None:
             raise  # a shard index that is damaged or names a missing shard: its own message says which
         missing.append("no weights")
     if missing:
-        raise CheckpointError(f"{directory}: not a model checkpoint ({' / '.join(missing)}; weights are one of "
-                              f"{', '.join(WEIGHT_FILES)} or their shards)",
+        raise CheckpointError(f"{directory}: not a model checkpoint ({' / '.join(missing)})",
                               hint="ckpt_path is a folder written by save_pretrained (a tfsent training run's "
-                                   "model/ folder, or any transformers classifier) or a Hugging Face hub id")
+                                   "model/ folder, or any transformers classifier: weights in "
+                                   f"{', '.join(WEIGHT_FILES)} or their shards) or a Hugging Face hub id")
