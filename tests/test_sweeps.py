@@ -6,6 +6,7 @@ sweep catches a config or task change that breaks any experiment before a long r
 
 import json
 import math
+import pathlib
 
 import pytest
 from hydra import compose, initialize_config_dir
@@ -40,3 +41,25 @@ def test_tiny_experiment_trains_end_to_end(experiment, tmp_path):
         assert load_masked_lm(model_dir).spec.num_hidden_layers == cfg.model.config.num_hidden_layers
         assert metrics["val_perplexity"] == pytest.approx(math.exp(metrics["val_loss"]), rel=1e-3)
     assert not (tmp_path / "run" / "backup").exists()  # a finished run leaves nothing to resume
+
+
+FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures" / "hf"
+
+
+@pytest.mark.parametrize("fixture", [  # one in the default suite; each costs about 45 s of preparing and compiling
+    "distilbert_zip_bin", pytest.param("albert_safetensors", marks=pytest.mark.slow),
+    pytest.param("deberta_v2_spm_only", marks=pytest.mark.slow)])
+def test_fine_tuning_starts_from_a_transformers_classifier(fixture, tmp_path):
+    # model.source is a folder PyTorch transformers wrote; its head (Neutral, Positive, Negative) is reused by
+    # name for PhraseBank's negative/neutral/positive, its layers grouped by its architecture's row for the recipe.
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+        cfg = compose(config_name="train", overrides=[
+            "+experiment=finbert_tone_tiny", f"model.source={FIXTURES / fixture}", "model.tokenizer=null",
+            "~model.config", f"paths.prepared_dir={tmp_path / 'prepared'}", f"paths.runs_dir={tmp_path / 'runs'}",
+            "optimizer.dft_rate=1.2", "optimizer.unfreeze_initial_groups=1", "optimizer.unfreeze_every_steps=1",
+            *FAST])
+    metrics = train(cfg, tmp_path / "run")
+    assert math.isfinite(metrics["val_loss"]) and 0.0 <= metrics["test_accuracy"] <= 1.0
+    from tfsent.models import load_classifier
+
+    assert load_classifier(tmp_path / "run" / "model").label_names == ["Neutral", "Positive", "Negative"]
