@@ -2,6 +2,8 @@
 probabilities within 1e-5; a user's mistake fails clearly and leaves no output."""
 
 import dataclasses
+import json
+import pathlib
 import shutil
 
 import numpy as np
@@ -122,3 +124,16 @@ def test_bad_row_names_file_and_line_and_writes_nothing(ckpt, tmp_path):
     with pytest.raises(DataError, match=r"in\.csv:3: empty text"):
         score(ckpt, tmp_path / "in.csv", tmp_path / "out.csv", BEAM)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv"]
+
+
+@pytest.mark.parametrize("fixture", ["bert_legacy_bin", "xlm_roberta_sharded_safetensors"])
+def test_a_transformers_classifier_scores_as_transformers(fixture, tmp_path):
+    # Folders PyTorch transformers wrote (legacy .bin; sharded safetensors with a SentencePiece tokenizer).
+    folder = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "hf" / fixture
+    expected = json.loads((folder / "expected.json").read_text())
+    pd.DataFrame({"text": expected["texts"]}).to_csv(tmp_path / "in.csv", index=False)
+    score(str(folder), tmp_path / "in.csv", tmp_path / "beam.csv", BEAM)
+    frame = pd.read_csv(tmp_path / "beam.csv")
+    assert frame["row"].tolist() == list(range(len(expected["texts"])))
+    np.testing.assert_allclose(frame[[f"prob_{n}" for n in expected["labels"]]].to_numpy(), expected["probs"],
+                               atol=1e-5)
