@@ -149,10 +149,7 @@ def main(argv=None) -> int:
         check = compare(work / "predict.csv", work / "beam.csv")
     text = section(args, desc, series, speedup(series["beam"], series["predict"]), check,
                    time.perf_counter() - start)
-    print(text)
-    if args.out:
-        pathlib.Path(args.out).write_text(text + "\n")
-    return 0
+    return table.publish(text, args.out)
 
 
 if __name__ == "__main__":

@@ -132,10 +132,7 @@ def main(argv=None) -> int:
             for name, (same, diff) in checks.items()) + ".", "",
         "Times include reading the weights (a legacy `.bin` is unpickled by tfsent's restricted reader) and the "
         "compilations; the scoring itself runs the same engine whatever the folder.", ""])
-    print(text)
-    if args.out:
-        pathlib.Path(args.out).write_text(text + "\n")
-    return 0
+    return table.publish(text, args.out)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ measured in the same run, on the same data and model, are the result.
 from __future__ import annotations
 
 import dataclasses
+import pathlib
 from collections.abc import Sequence
 
 
@@ -97,3 +98,11 @@ def targets_table(targets: Sequence[Target]) -> str:
     rows = [[t.what, f"{t.value:.2f}", f"{'>=' if t.higher_is_better else '<='} {t.goal:g}",
              "yes" if t.met else "**no**"] for t in targets]
     return markdown(["target", "measured", "goal", "met"], rows)
+
+
+def publish(text: str, out: str | None) -> int:
+    """Print a section, and write it to ``out`` too when given; the exit status of a bench script."""
+    print(text)
+    if out:
+        pathlib.Path(out).write_text(text + "\n")
+    return 0
