@@ -10,13 +10,14 @@ shard_index=i`` on independent processes followed by one ``merge=true`` run.
 
 from __future__ import annotations
 
+import datetime
 import signal
 import sys
 
 from omegaconf import DictConfig
 
-from tfsent.config import require, scoring_options
-from tfsent.inference import driver
+from tfsent.config import require, scoring_options, to_container
+from tfsent.inference import driver, record
 from tfsent.inference.options import PredictOptions
 from tfsent.runtime.cli import hydra_entry
 
@@ -43,8 +44,14 @@ def predict(cfg: DictConfig) -> dict:
     Returns:
         The driver's summary.
     """
+    started = datetime.datetime.now(datetime.timezone.utc)
     summary = driver.predict(require(cfg, "ckpt_path"), require(cfg, "input"), require(cfg, "output"),
                              options_from_config(cfg))
+    if "output" in summary:  # a shard that does not merge writes no output, so nothing to describe
+        settings = {k: v for k, v in to_container(cfg).items() if k != "hydra"}
+        summary["record_output"] = str(record.write_record(summary["output"], ckpt_path=cfg.ckpt_path,
+                                                           settings=settings, summary=dict(summary),
+                                                           started=started))
     done = f"predict: {summary['rows']} rows in {summary['seconds']:.1f} s ({summary['rows_per_second']:.1f} rows/s)"
     if "output" not in summary:
         print(f"{done}: shard {summary['shard']} of {summary['shards']} done (units {summary['lo']}.."
