@@ -1,0 +1,57 @@
+"""A documents run's table aggregated chunk by chunk: net tone per document sorted, histogram, extremes."""
+
+import pandas as pd
+import pytest
+
+from tfsent.reporting.documents import DocumentStats
+from tfsent.reporting.tables import DOCUMENTS, open_table
+
+TONES = {"b": 0.35, "a": -0.25, "c": 0.75, "empty": None, "d": -0.55}
+
+
+def document_table(tones=TONES) -> pd.DataFrame:
+    """A document table as predict writes it (a document without text has no chunks and no scores)."""
+    rows = []
+    for name, tone in tones.items():
+        n = 0 if tone is None else 4
+        pos, neg = (0.0, 0.0) if tone is None else ((1 + tone) / 2, (1 - tone) / 2)
+        label = "" if tone is None else "positive" if tone > 0 else "negative"
+        rows.append({"doc_id": name, "document": f"{name}.txt", "n_chunks": n, "n_tokens": 50 * n, "label": label,
+                     "share_negative": 1.0 * (label == "negative"), "share_neutral": 0.0,
+                     "share_positive": 1.0 * (label == "positive"), "prob_negative": neg,
+                     "prob_neutral": 0.0, "prob_positive": pos,
+                     "net_tone": tone if n else 0.0})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 2, 10])
+def test_every_document_sorted_by_net_tone(tmp_path, chunk_rows):
+    document_table().to_csv(tmp_path / "docs.csv", index=False)
+    table = open_table(tmp_path / "docs.csv")
+    assert table.kind == DOCUMENTS and table.labels == ("negative", "neutral", "positive")
+    stats = DocumentStats(table, examples=2)
+    for frame in table.chunks(chunk_rows):
+        stats.add(frame)
+    assert (stats.documents, stats.empty, stats.chunks) == (5, 1, 16)
+    assert stats.counts.tolist() == [2, 0, 2]
+    every = stats.every_document()
+    assert [d.name for d in every] == ["c.txt", "b.txt", "a.txt", "d.txt", "empty.txt"]
+    assert [d.tone for d in every[:4]] == pytest.approx([0.75, 0.35, -0.25, -0.55]) and every[4].tone is None
+    assert stats.mean_tone() == pytest.approx((0.75 + 0.35 - 0.25 - 0.55) / 4)
+    assert [d.name for _, d in stats.most_positive.items()] == ["c.txt", "b.txt"]
+    assert [d.name for _, d in stats.most_negative.items()] == ["d.txt", "a.txt"]
+    # bins of 0.1 from -1: -0.55 in bin 4, -0.25 in 7, 0.35 in 13, 0.75 in 17
+    assert {i: int(c) for i, c in enumerate(stats.hist) if c} == {4: 1, 7: 1, 13: 1, 17: 1}
+
+
+def test_many_documents_keep_only_the_histogram_and_the_extremes(tmp_path):
+    tones = {f"doc{i:03d}": (i - 50) / 60 for i in range(100)}
+    document_table(tones).to_parquet(tmp_path / "docs.parquet", index=False)
+    table = open_table(tmp_path / "docs.parquet")
+    stats = DocumentStats(table, examples=3, bars=60)
+    for frame in table.chunks(7):
+        stats.add(frame)
+        assert stats._all is None or len(stats._all) <= 60
+    assert stats.every_document() is None and int(stats.hist.sum()) == 100
+    assert [d.name for _, d in stats.most_positive.items()] == ["doc099.txt", "doc098.txt", "doc097.txt"]
+    assert [d.name for _, d in stats.most_negative.items()] == ["doc000.txt", "doc001.txt", "doc002.txt"]
