@@ -93,7 +93,7 @@ def test_page_numbers_equal_the_files_and_user_text_is_escaped(tmp_path):
     assert values["confusion-negative-neutral"] == 1
     tone = (frame["prob_positive"] - frame["prob_negative"]).groupby(frame["ticker"]).mean()
     assert values["ticker-tone-<b>T</b>"] == pytest.approx(tone["<b>T</b>"])
-    for section in ("Overview", "Confidence", "Examples", "Tone over time", "Evaluation"):
+    for section in ("Overview", "Confidence", "Examples", "Tone per ticker", "Evaluation"):
         assert f"<h2>{section}</h2>" in html
     assert "@media print" in html and len(html) < 100_000
 

@@ -4,7 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tfsent.reporting.timeline import ALL, Timeline
+from tfsent.config import ConfigError
+from tfsent.reporting.timeline import ALL, Timeline, columns_from_names, name_pattern
 
 FRAME = pd.DataFrame({"ticker": ["AAA", "AAA", "BBB", "AAA", "BBB", "BBB"],
                       "date": ["2024-01-05", "2024-01-20", "2024-01-31", "2024-03-02", "not a date", "2024-03-15"]})
@@ -33,3 +34,17 @@ def test_tickers_without_dates_give_tone_per_ticker_only():
     timeline.add(FRAME, TONE)
     assert timeline.series() is None
     assert timeline.by_ticker() == [("AAA", 3, pytest.approx(0.0)), ("BBB", 3, pytest.approx(1.7 / 3))]
+
+
+def test_document_names_give_tickers_and_quarters():
+    pattern = name_pattern(r"(?P<ticker>[A-Z.]+)_q(?P<quarter>[1-4])_(?P<year>\d{4})")
+    names = pd.Series(["AAPL_q3_2021", "BRK.B_q1_2020", "notes"])
+    found = columns_from_names(names, pattern)
+    assert found["ticker"].tolist()[:2] == ["AAPL", "BRK.B"] and pd.isna(found["ticker"][2])
+    assert found["date"].tolist()[:2] == ["2021-07-01", "2020-01-01"] and pd.isna(found["date"][2])
+    timeline = Timeline("date", "ticker")
+    timeline.add(found, np.array([0.4, -0.2, 0.1]))
+    assert timeline.series("quarter").periods[0] == "2020 Q1" and timeline.undated == 1
+    for bad in ("(unclosed", r"(?P<name>\w+)"):
+        with pytest.raises(ConfigError, match="document_names"):
+            name_pattern(bad)

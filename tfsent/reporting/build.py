@@ -19,7 +19,7 @@ from tfsent.reporting.documents import DocumentStats
 from tfsent.reporting.page import render
 from tfsent.reporting.rows import RowStats
 from tfsent.reporting.tables import CHUNKS, DOCUMENTS, ReportError, Table, chunks_beside, open_table
-from tfsent.reporting.timeline import PERIODS, Timeline
+from tfsent.reporting.timeline import PERIODS, Timeline, columns_from_names, name_pattern
 from tfsent.reporting.training import read_run
 from tfsent.runtime import atomic
 
@@ -36,6 +36,9 @@ class ReportOptions:
         period: ``auto``, ``month``, ``quarter`` or ``year`` for tone over time.
         date_column: the kept column holding dates (used when the file has it).
         ticker_column: the kept column holding tickers (used when the file has it).
+        document_names: a regular expression reading a ticker and a date from document names (groups
+            ``ticker``, and ``date`` or ``year`` with ``quarter`` or ``month``), for a documents run whose table
+            has no date or ticker column; None: not used.
         chunk_rows: rows read at a time (memory is bounded by it, not by the file).
         overwrite: replace an existing page.
     """
@@ -45,6 +48,7 @@ class ReportOptions:
     period: str = "auto"
     date_column: str = "date"
     ticker_column: str = "ticker"
+    document_names: str | None = None
     chunk_rows: int = 50_000
     overwrite: bool = False
 
@@ -57,6 +61,8 @@ class ReportOptions:
             raise ConfigError(f"period={self.period!r} must be one of {', '.join(PERIODS)}")
         if self.chunk_rows < 1:
             raise ConfigError(f"chunk_rows={self.chunk_rows} must be >= 1")
+        if self.document_names is not None:
+            name_pattern(self.document_names)
 
 
 def report_path(output: str | pathlib.Path) -> pathlib.Path:
@@ -127,10 +133,15 @@ def _table_sections(table: Table, options: ReportOptions, summary: dict):
     if table.kind == DOCUMENTS:
         docs = DocumentStats(table, examples=options.examples)
         timeline = _timeline(table, options)
+        names = None
+        if timeline is None and options.document_names is not None:
+            names = name_pattern(options.document_names)
+            groups = set(names.groupindex)
+            timeline = Timeline("date" if groups & {"date", "year"} else None, "ticker" if "ticker" in groups else None)
         for frame in table.chunks(options.chunk_rows):
             tone = docs.add(frame)
             if timeline is not None:
-                timeline.add(frame, tone)
+                timeline.add(frame if names is None else columns_from_names(frame["doc_id"], names), tone)
         if docs.documents == 0:
             raise ReportError(f"{table.path}: no documents (a header and no rows)")
         beside = chunks_beside(table.path)
@@ -161,8 +172,9 @@ def _table_sections(table: Table, options: ReportOptions, summary: dict):
                 f'<p class="warn">No chunk table ({chunks_beside(table.path).name}) beside the document table: no '
                 "confidence or chunk examples.</p>"))
     elif timeline is not None and rows.has_tone:
-        built.append(sections.Section("tone", "Tone over time", sections.over_time(timeline, options.period,
-                                                                                    unit=unit)))
+        title = "Tone over time" if timeline.date_column else "Tone per ticker"
+        built.append(sections.Section("tone", title, sections.over_time(timeline, options.period, unit=unit,
+                                                                        headings=False)))
     scores = rows.evaluation() if rows is not None else None
     if scores is not None:
         built.append(sections.evaluation(rows, scores, _metrics_beside(table.path)))

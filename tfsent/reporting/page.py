@@ -77,11 +77,12 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, numeric: Seq
     """
     def cell(tag: str, i: int, html: str) -> str:
         kind = "n" if i in numeric else "text" if i in text else ""
-        return f'<{tag}{f" class={chr(34)}{kind}{chr(34)}" if kind else ""}>{html}</{tag}>'
+        return f'<{tag} class="{kind}">{html}</{tag}>' if kind else f"<{tag}>{html}</{tag}>"
 
     head = "<tr>" + "".join(cell("th", i, escape(h)) for i, h in enumerate(headers)) + "</tr>"
     body = "".join("<tr>" + "".join(cell("td", i, c) for i, c in enumerate(r)) + "</tr>" for r in rows)
-    return f'<table{f" class={chr(34)}{cls}{chr(34)}" if cls else ""}><thead>{head}</thead><tbody>{body}</tbody></table>'
+    opening = f'<table class="{cls}">' if cls else "<table>"
+    return f"{opening}<thead>{head}</thead><tbody>{body}</tbody></table>"
 
 
 def key_values(pairs: Sequence[tuple[str, str]]) -> str:

@@ -166,23 +166,26 @@ def _doc_table(items) -> str:
                  numeric=tuple(range(3, 5 + len(labels))) + (1,))
 
 
-def over_time(timeline: Timeline, period: str, *, unit: str) -> str:
-    """Tone per ticker (and over time, with dates): a line chart and a table."""
+def over_time(timeline: Timeline, period: str, *, unit: str, headings: bool = True) -> str:
+    """Tone per ticker (and over time, with dates): a line chart and a table (``headings``: under an h3)."""
     series = timeline.series(period)
     parts = []
     if series is not None:
-        parts.append(f"<h3>Tone over time</h3><p>Mean tone of the {unit} per {series.period}"
+        parts.append(("<h3>Tone over time</h3>" if headings else "")
+                     + f"<p>Mean tone of the {unit} per {series.period}"
                      + (", all tickers and the tickers with most " + unit if timeline.ticker_column else "") + ".</p>")
         lines = {name: [c[1] if c else None for c in cells] for name, cells in series.lines.items()}
         colours = {ALL: "#1d2327"} if ALL in lines else {}
-        parts.append(svg.line_chart(series.periods, lines, label=f"mean tone per {series.period}", colours=colours))
+        parts.append(svg.line_chart(series.periods, lines, label=f"mean tone per {series.period}", colours=colours,
+                                    y_format="{:+.2f}", width=900, height=300))
         parts.append(_series_table(series))
         if series.undated:
             parts.append(f'<p class="note">{series.undated:,} {unit} had no readable date and are left out.</p>')
     tickers = timeline.by_ticker()
     if tickers and series is None:
         shown = tickers[:30]
-        parts += [f"<h3>Tone per ticker</h3><p class=\"note\">the {len(shown)} tickers with most {unit}</p>",
+        parts += [("<h3>Tone per ticker</h3>" if headings else "")
+                  + f"<p class=\"note\">the {len(shown)} tickers with most {unit}</p>",
                   svg.diverging_bars([(t, tone) for t, _, tone in shown], label="mean tone per ticker"),
                   table(["ticker", unit, "mean tone"], [[escape(t), f"{c:,}", value(f"ticker-tone-{t}", tone,
                                                                                  f"{tone:+.3f}")]

@@ -75,7 +75,7 @@ def histogram(counts: Sequence[int], *, start: float, step: float, label: str, t
         fill: the bars' colour.
         marker: an x value drawn as a dashed line (a threshold).
     """
-    left, right, top, bottom = 44, 10, 24, 30
+    left, right, top, bottom = 12 + 7 * len(f"{max(counts, default=0):,}"), 18, 24, 30
     plot_w, plot_h = width - left - right, height - top - bottom
     peak = max(max(counts, default=0), 1)
     bw = plot_w / max(len(counts), 1)
@@ -124,7 +124,7 @@ def diverging_bars(items: Sequence[tuple[str, float]], *, label: str, width: int
 
 def line_chart(x_labels: Sequence[str], series: dict[str, Sequence[float | None]], *, label: str, title: str = "",
                colours: dict[str, str] | None = None, y_range: tuple[float, float] | None = None,
-               width: int = 640, height: int = 240) -> str:
+               y_format: str = "{:.3g}", width: int = 640, height: int = 240) -> str:
     """Lines over categorical x positions (periods, epochs); a None breaks a line; a legend under the plot.
 
     Args:
@@ -133,11 +133,12 @@ def line_chart(x_labels: Sequence[str], series: dict[str, Sequence[float | None]
         label: the accessible name.
         title: printed over the chart.
         colours: name -> colour (default: the palette in order).
-        y_range: the y axis (default: the values' range, padded).
+        y_range: the y axis (default: the values' range).
+        y_format: how the y axis prints its values.
     """
-    left, right, top = 52, 14, 24 if title else 10
+    left, right, top = 60, 36, 24 if title else 10
     legend_rows = math.ceil(len(series) / 4)
-    bottom = 34 + 16 * legend_rows
+    bottom = 40 + 18 * legend_rows
     plot_w, plot_h = width - left - right, height - top - bottom
     values = [v for ys in series.values() for v in ys if v is not None and math.isfinite(v)]
     lo, hi = y_range or ((min(values), max(values)) if values else (0.0, 1.0))
@@ -149,7 +150,7 @@ def line_chart(x_labels: Sequence[str], series: dict[str, Sequence[float | None]
     body = [_text(left, 15, title, extra=' font-weight="600"')] if title else []
     for v in (lo, (lo + hi) / 2, hi):
         body += [f'<line x1="{left}" y1="{y_of(v):.1f}" x2="{left + plot_w}" y2="{y_of(v):.1f}" stroke="#ddd"/>',
-                 _text(left - 6, y_of(v) + 4, f"{v:.3g}", "end")]
+                 _text(left - 6, y_of(v) + 4, y_format.format(v), "end")]
     if lo < 0 < hi:
         body.append(f'<line x1="{left}" y1="{y_of(0):.1f}" x2="{left + plot_w}" y2="{y_of(0):.1f}" stroke="#888"/>')
     every = max(1, math.ceil(n / 10))
@@ -171,7 +172,7 @@ def line_chart(x_labels: Sequence[str], series: dict[str, Sequence[float | None]
             body += [f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{fill}"><title>{escape(name)}, '
                      f'{escape(x_labels[i])}: {v:.4g}</title></circle>' for x, y, i, v in r]
         lx = left + (k % 4) * (plot_w / 4)
-        ly = height - bottom + 30 + 16 * (k // 4)
+        ly = top + plot_h + 44 + 18 * (k // 4)
         body += [f'<rect x="{lx:.1f}" y="{ly - 9}" width="12" height="4" fill="{fill}"/>',
                  _text(lx + 16, ly - 3, name)]
     return _svg(width, height, label, body)

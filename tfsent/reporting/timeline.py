@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import re
 
 import numpy as np
 import pandas as pd
 
+from tfsent.config import ConfigError
+
 PERIODS = ("auto", "month", "quarter", "year")
 ALL = "(all)"
+# What a document-name pattern may capture: a ticker, and a date or its parts.
+NAME_GROUPS = ("ticker", "date", "year", "quarter", "month")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,3 +113,44 @@ def _period_label(step: int, period: str) -> str:
     if period == "quarter":
         return f"{step // 4} Q{step % 4 + 1}"
     return str(step)
+
+
+def name_pattern(pattern: str) -> re.Pattern:
+    """Compile a document-name pattern (``document_names``): ``(?P<ticker>\\w+)_q(?P<quarter>\\d)_(?P<year>\\d+)``.
+
+    Raises:
+        ConfigError: an invalid expression, or one that captures neither a ticker nor a date (``date``, or
+            ``year`` with an optional ``quarter`` or ``month``).
+    """
+    try:
+        compiled = re.compile(pattern)
+    except re.error as e:
+        raise ConfigError(f"document_names={pattern!r} is not a regular expression ({e})") from None
+    groups = set(compiled.groupindex)
+    if "ticker" not in groups and not groups & {"date", "year"}:
+        raise ConfigError(f"document_names={pattern!r} captures no (?P<ticker>...), (?P<date>...) or "
+                          "(?P<year>...) group")
+    return compiled
+
+
+def columns_from_names(names: pd.Series, pattern: re.Pattern) -> pd.DataFrame:
+    """``ticker`` and ``date`` columns read from document names (a name that does not match gives neither).
+
+    A ``quarter`` dates its document on the quarter's first month, a ``year`` alone on January.
+    """
+    parts = names.astype(str).str.extract(pattern)
+    frame = pd.DataFrame(index=names.index)
+    if "ticker" in parts:
+        frame["ticker"] = parts["ticker"]
+    if "date" in parts:
+        frame["date"] = parts["date"]
+    elif "year" in parts:
+        month = pd.Series(1, index=names.index)
+        if "quarter" in parts:
+            month = (pd.to_numeric(parts["quarter"], errors="coerce") - 1) * 3 + 1
+        elif "month" in parts:
+            month = pd.to_numeric(parts["month"], errors="coerce")
+        year = pd.to_numeric(parts["year"], errors="coerce")
+        frame["date"] = [f"{int(y):04d}-{int(m):02d}-01" if pd.notna(y) and pd.notna(m) else None
+                         for y, m in zip(year, month)]
+    return frame
