@@ -28,6 +28,7 @@ th, td { border-bottom: 1px solid var(--line); padding: 5px 10px; text-align: le
 th { background: var(--band); font-weight: 600; } td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; }
 td.text { max-width: 620px; overflow-wrap: anywhere; }
 table.kv td:first-child { color: var(--muted); white-space: nowrap; }
+table.examples td:first-child { white-space: nowrap; }
 table.confusion td.n { min-width: 70px; }
 .charts { display: flex; flex-wrap: wrap; gap: 18px; align-items: flex-start; }
 svg.chart { max-width: 100%; height: auto; }

@@ -102,7 +102,7 @@ def confidence(rows: RowStats) -> Section:
     return Section("confidence", "Confidence", body)
 
 
-def _example_table(items: list[tuple[float, Example]], labels_probs: bool = True) -> str:
+def _example_table(items: list[tuple[float, Example]]) -> str:
     if not items:
         return '<p class="note">none</p>'
     gold = any(e.true_label is not None for _, e in items)
@@ -115,7 +115,7 @@ def _example_table(items: list[tuple[float, Example]], labels_probs: bool = True
         row += [signed(e.tone)] if e.tone is not None else []
         row += [escape(e.true_label or "")] if gold else []
         body.append(row)
-    return table(headers, body, numeric=(3, 4), text=(1,))
+    return table(headers, body, numeric=(3, 4), text=(1,), cls="examples")
 
 
 def examples(rows: RowStats, *, unit: str = "rows") -> Section:
