@@ -1,4 +1,4 @@
-"""A documents run's table aggregated chunk by chunk: net tone per document sorted, histogram, extremes."""
+"""A documents run's table aggregated chunk by chunk: net tone per document sorted, the sorted curve, extremes."""
 
 import pandas as pd
 import pytest
@@ -40,11 +40,12 @@ def test_every_document_sorted_by_net_tone(tmp_path, chunk_rows):
     assert stats.mean_tone() == pytest.approx((0.75 + 0.35 - 0.25 - 0.55) / 4)
     assert [d.name for _, d in stats.most_positive.items()] == ["c.txt", "b.txt"]
     assert [d.name for _, d in stats.most_negative.items()] == ["d.txt", "a.txt"]
-    # bins of 0.1 from -1: -0.55 in bin 4, -0.25 in 7, 0.35 in 13, 0.75 in 17
-    assert {i: int(c) for i, c in enumerate(stats.hist) if c} == {4: 1, 7: 1, 13: 1, 17: 1}
+    assert stats.tones().tolist() == pytest.approx([0.75, 0.35, -0.25, -0.55])
+    share, tones = stats.sorted_curve()
+    assert share.tolist() == pytest.approx([0, 1 / 3, 2 / 3, 1]) and tones.tolist() == pytest.approx(stats.tones())
 
 
-def test_many_documents_keep_only_the_histogram_and_the_extremes(tmp_path):
+def test_many_documents_keep_their_tones_and_the_extremes_not_their_rows(tmp_path):
     tones = {f"doc{i:03d}": (i - 50) / 60 for i in range(100)}
     document_table(tones).to_parquet(tmp_path / "docs.parquet", index=False)
     table = open_table(tmp_path / "docs.parquet")
@@ -52,6 +53,10 @@ def test_many_documents_keep_only_the_histogram_and_the_extremes(tmp_path):
     for frame in table.chunks(7):
         stats.add(frame)
         assert stats._all is None or len(stats._all) <= 60
-    assert stats.every_document() is None and int(stats.hist.sum()) == 100
+    assert stats.every_document() is None and len(stats.tones()) == 100
+    share, tones = stats.sorted_curve(points=11)
+    assert share.tolist() == pytest.approx([i / 99 for i in (0, 10, 20, 30, 40, 50, 59, 69, 79, 89, 99)])
+    assert tones[0] == pytest.approx(49 / 60) and tones[-1] == pytest.approx(-50 / 60)
+    assert all(a >= b for a, b in zip(tones, tones[1:]))
     assert [d.name for _, d in stats.most_positive.items()] == ["doc099.txt", "doc098.txt", "doc097.txt"]
     assert [d.name for _, d in stats.most_negative.items()] == ["doc000.txt", "doc001.txt", "doc002.txt"]

@@ -12,7 +12,7 @@ from html import escape
 from typing import Any
 
 from tfsent.reporting import svg
-from tfsent.reporting.documents import TONE_BINS, DocumentStats
+from tfsent.reporting.documents import DocumentStats
 from tfsent.reporting.page import Section, cards, key_values, table, value
 from tfsent.reporting.rows import BINS, Example, RowStats
 from tfsent.reporting.timeline import ALL, Series, Timeline
@@ -147,8 +147,13 @@ def documents(docs: DocumentStats, timeline: Timeline | None, period: str) -> Se
                                         label="net tone per document, sorted"))
         parts.append(_doc_table([(d.tone, d) for d in every]))
     else:
-        parts.append(svg.histogram(list(docs.hist), start=-1.0, step=2.0 / TONE_BINS, title="documents by net tone",
-                                   label="histogram of net tone per document", fill="#4a6fa5", width=640))
+        share, tones = docs.sorted_curve()
+        parts.append(svg.line_chart([f"{x:.0%}" for x in share], {"net tone": list(tones)},
+                                    label="net tone of every document, most positive first",
+                                    title=f"net tone of the {int(docs.documents - docs.empty):,} documents, "
+                                          "most positive first (x: share of documents)",
+                                    colours={"net tone": "#4a6fa5"}, y_format="{:+.2f}", width=900, height=260,
+                                    markers=False))
         parts += ["<h3>Most positive documents</h3>", _doc_table(docs.most_positive.items()),
                   "<h3>Most negative documents</h3>", _doc_table(docs.most_negative.items())]
     if timeline is not None:
@@ -251,7 +256,7 @@ def training(run: Run) -> Section:
     for metric, title in run.panels:
         lines = {name: [r.get(key) for r in run.history] for name, key in (("train", metric),
                                                                             ("validation", f"val_{metric}"))}
-        charts.append(svg.line_chart(epochs, lines, label=f"{title} per epoch", title=title, width=340, height=220,
+        charts.append(svg.line_chart(epochs, lines, label=f"{title} per epoch", title=title, width=330, height=220,
                                      colours={"train": "#1f77b4", "validation": "#ff7f0e"}))
     if charts:
         parts.append('<div class="charts">' + "".join(charts) + "</div>")

@@ -124,7 +124,7 @@ def diverging_bars(items: Sequence[tuple[str, float]], *, label: str, width: int
 
 def line_chart(x_labels: Sequence[str], series: dict[str, Sequence[float | None]], *, label: str, title: str = "",
                colours: dict[str, str] | None = None, y_range: tuple[float, float] | None = None,
-               y_format: str = "{:.3g}", width: int = 640, height: int = 240) -> str:
+               y_format: str = "{:.3g}", width: int = 640, height: int = 240, markers: bool = True) -> str:
     """Lines over categorical x positions (periods, epochs); a None breaks a line; a legend under the plot.
 
     Args:
@@ -135,6 +135,7 @@ def line_chart(x_labels: Sequence[str], series: dict[str, Sequence[float | None]
         colours: name -> colour (default: the palette in order).
         y_range: the y axis (default: the values' range).
         y_format: how the y axis prints its values.
+        markers: a dot (with its value as a tooltip) on every point.
     """
     left, right, top = 60, 36, 24 if title else 10
     legend_rows = math.ceil(len(series) / 4)
@@ -170,7 +171,7 @@ def line_chart(x_labels: Sequence[str], series: dict[str, Sequence[float | None]
                 points = " ".join(f"{x:.1f},{y:.1f}" for x, y, _, _ in r)
                 body.append(f'<polyline points="{points}" fill="none" stroke="{fill}" stroke-width="2"/>')
             body += [f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{fill}"><title>{escape(name)}, '
-                     f'{escape(x_labels[i])}: {v:.4g}</title></circle>' for x, y, i, v in r]
+                     f'{escape(x_labels[i])}: {v:.4g}</title></circle>' for x, y, i, v in r] if markers else []
         lx = left + (k % 4) * (plot_w / 4)
         ly = top + plot_h + 44 + 18 * (k // 4)
         body += [f'<rect x="{lx:.1f}" y="{ly - 9}" width="12" height="4" fill="{fill}"/>',
