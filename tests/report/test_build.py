@@ -12,7 +12,7 @@ from tfsent.reporting.build import ReportOptions, build_report, report_path
 from tfsent.reporting.tables import ReportError
 
 from helpers.browser import data_values, external_urls
-from helpers.predictions import predictions
+from helpers.predictions import document_table, predictions
 
 PROBS = [[0.1, 0.2, 0.7], [0.8, 0.1, 0.1], [0.3, 0.4, 0.3], [0.05, 0.05, 0.9], [0.45, 0.35, 0.2]]
 
@@ -115,3 +115,13 @@ def test_a_training_run_folder_adds_its_curves_and_final_metrics(tmp_path):
     assert html.count('aria-label="loss per epoch"') == 1 and html.count('aria-label="accuracy per epoch"') == 1
     with pytest.raises(ReportError, match="not a training run folder"):
         build_report(None, tmp_path / "x.html", run_dir=tmp_path / "run" / "reports")
+
+
+def test_a_documents_table_without_its_chunk_table_still_reports_its_documents(tmp_path):
+    document_table().to_csv(tmp_path / "docs.csv", index=False)
+    done = build_report(tmp_path / "docs.csv")
+    html = (tmp_path / "docs.report.html").read_text()
+    assert done["kind"] == "documents" and done["documents"] == 5 and done["rows"] == 0
+    assert "No chunk table (docs.chunks.csv)" in html and "<h2>Documents</h2>" in html
+    assert "<h2>Confidence</h2>" not in html
+    assert data_values(html)["mean-net-tone"] == pytest.approx((0.75 + 0.35 - 0.25 - 0.55) / 4)

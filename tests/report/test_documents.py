@@ -1,27 +1,11 @@
 """A documents run's table aggregated chunk by chunk: net tone per document sorted, the sorted curve, extremes."""
 
-import pandas as pd
 import pytest
 
 from tfsent.reporting.documents import DocumentStats
 from tfsent.reporting.tables import DOCUMENTS, open_table
 
-TONES = {"b": 0.35, "a": -0.25, "c": 0.75, "empty": None, "d": -0.55}
-
-
-def document_table(tones=TONES) -> pd.DataFrame:
-    """A document table as predict writes it (a document without text has no chunks and no scores)."""
-    rows = []
-    for name, tone in tones.items():
-        n = 0 if tone is None else 4
-        pos, neg = (0.0, 0.0) if tone is None else ((1 + tone) / 2, (1 - tone) / 2)
-        label = "" if tone is None else "positive" if tone > 0 else "negative"
-        rows.append({"doc_id": name, "document": f"{name}.txt", "n_chunks": n, "n_tokens": 50 * n, "label": label,
-                     "share_negative": 1.0 * (label == "negative"), "share_neutral": 0.0,
-                     "share_positive": 1.0 * (label == "positive"), "prob_negative": neg,
-                     "prob_neutral": 0.0, "prob_positive": pos,
-                     "net_tone": tone if n else 0.0})
-    return pd.DataFrame(rows)
+from helpers.predictions import document_table
 
 
 @pytest.mark.parametrize("chunk_rows", [1, 2, 10])

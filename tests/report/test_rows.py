@@ -85,3 +85,16 @@ def test_a_model_without_tone_labels_keeps_no_tone_lists(tmp_path):
 
 def test_long_texts_are_cut_with_an_ellipsis():
     assert cut("x" * 600) == "x" * 499 + "…" and cut(float("nan")) == "" and cut("short") == "short"
+
+
+def test_tone_labels_are_found_by_name_in_any_case(tmp_path):
+    path = tmp_path / "tone.csv"
+    # FinBERT-tone's order and spelling: Neutral, Positive, Negative
+    predictions([[0.2, 0.7, 0.1], [0.1, 0.1, 0.8]], labels=["Neutral", "Positive", "Negative"]).to_csv(path, index=False)
+    table = open_table(path)
+    stats = RowStats(table, threshold=0.5, examples=1)
+    for frame in table.chunks():
+        stats.add(frame)
+    assert stats.has_tone
+    assert [(e.where, round(s, 6)) for s, e in stats.most_positive.items()] == [("row 0", 0.6)]
+    assert [(e.where, round(s, 6)) for s, e in stats.most_negative.items()] == [("row 1", -0.7)]
