@@ -52,7 +52,7 @@ def predict(cfg: DictConfig) -> dict:
         settings = {k: v for k, v in to_container(cfg).items() if k != "hydra"}
         summary["record_output"] = str(record.write_record(summary["output"], ckpt_path=cfg.ckpt_path,
                                                            settings=settings, summary=dict(summary),
-                                                           started=started))
+                                                           started=started, revision=cfg.get("revision")))
         if report_output is not None:
             summary["report_output"] = _report(summary["output"], report_output)
     done = f"predict: {summary['rows']} rows in {summary['seconds']:.1f} s ({summary['rows_per_second']:.1f} rows/s)"

@@ -28,3 +28,8 @@ def test_missing_or_damaged_records_read_as_none(tmp_path):
     (tmp_path / "scores.run.json").write_text("[1, 2")
     assert read_record(tmp_path / "scores.csv") is None
     assert model_description(tmp_path / "nowhere") == {"checkpoint": str((tmp_path / "nowhere").resolve())}
+
+
+def test_a_hub_id_is_recorded_as_given_with_its_revision(tmp_path):
+    described = model_description("yiyanghkust/finbert-tone", revision="4921590d")
+    assert described == {"checkpoint": "yiyanghkust/finbert-tone", "revision": "4921590d"}

@@ -76,11 +76,13 @@ def test_page_numbers_equal_the_files_and_user_text_is_escaped(tmp_path):
                         ticker=["<b>T</b>", "U", "U", "<b>T</b>", "U"])
     frame.to_csv(tmp_path / "s.csv", index=False)
     write_record(tmp_path / "s.csv", ckpt_path=tmp_path / "no-model", settings={"text_column": "<i>body</i>"},
-                 summary={"rows": 5, "seconds": 2.0, "rows_per_second": 2.5}, started=pd.Timestamp.now(tz="UTC"))
+                 summary={"rows": 5, "seconds": 2.0, "rows_per_second": 2.5}, started=pd.Timestamp.now(tz="UTC"),
+                 revision="abc123")
     build_report(tmp_path / "s.csv", tmp_path / "r.html", options=ReportOptions(examples=2))
     html = (tmp_path / "r.html").read_text()
     assert "<script>" not in html and "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in html
     assert "<b>T</b>" not in html and "&lt;b&gt;T&lt;/b&gt;" in html and "&lt;i&gt;body&lt;/i&gt;" in html
+    assert "<td>revision</td><td>abc123</td>" in html and "2.5 rows/s" in html
     assert external_urls(html) == [] and "http:" not in html and "https:" not in html
     values = data_values(html)
     counts = frame["label"].value_counts()

@@ -27,14 +27,18 @@ def record_path(output: str | os.PathLike) -> pathlib.Path:
     return output.with_name(f"{output.stem}.run.json")
 
 
-def model_description(ckpt_path: str | os.PathLike) -> dict[str, Any]:
-    """The checkpoint folder and the fields of its metadata file (``source``, ``arch``, labels ...), as recorded.
+def model_description(ckpt_path: str | os.PathLike, revision: str | None = None) -> dict[str, Any]:
+    """The model as the run named it (a folder, resolved; anything else, such as a hub id, as given), its
+    ``revision`` when one was asked for, and the fields of the folder's metadata file (``source``, ``arch``,
+    labels ...).
 
     Whatever the metadata says about the source (a packaged name, a hub id and revision, a folder) is kept as it
     is: the record reports it, it does not interpret it.
     """
     folder = pathlib.Path(ckpt_path)
-    described: dict[str, Any] = {"checkpoint": str(folder.resolve())}
+    described: dict[str, Any] = {"checkpoint": str(folder.resolve()) if folder.is_dir() else str(ckpt_path)}
+    if revision is not None:
+        described["revision"] = str(revision)
     for name in _MODEL_FILES:
         if (folder / name).is_file():
             try:
@@ -46,15 +50,16 @@ def model_description(ckpt_path: str | os.PathLike) -> dict[str, Any]:
 
 
 def write_record(output: str | os.PathLike, *, ckpt_path: str | os.PathLike, settings: dict[str, Any],
-                 summary: dict[str, Any], started: datetime.datetime) -> pathlib.Path:
+                 summary: dict[str, Any], started: datetime.datetime, revision: str | None = None) -> pathlib.Path:
     """Write ``<output stem>.run.json`` atomically.
 
     Args:
         output: the prediction output it describes.
-        ckpt_path: the checkpoint that scored it.
+        ckpt_path: the checkpoint that scored it (a folder, or a hub id).
         settings: every setting of the run, as plain values (the composed config without Hydra's node).
         summary: the driver's summary (rows, seconds, rows/s, label counts, evaluation ...).
         started: when the run started (timezone-aware).
+        revision: the hub revision the run asked for, if any.
 
     Returns:
         The record's path.
@@ -62,7 +67,7 @@ def write_record(output: str | os.PathLike, *, ckpt_path: str | os.PathLike, set
     import tfsent
 
     finished = datetime.datetime.now(datetime.timezone.utc)
-    record = {"tfsent_version": tfsent.__version__, "model": model_description(ckpt_path), "settings": settings,
+    record = {"tfsent_version": tfsent.__version__, "model": model_description(ckpt_path, revision), "settings": settings,
               "started": started.isoformat(timespec="seconds"), "finished": finished.isoformat(timespec="seconds"),
               "summary": summary}
     path = record_path(output)

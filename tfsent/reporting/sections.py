@@ -57,6 +57,7 @@ def overview(*, source: str, kind: str, record: dict | None, rows: RowStats | No
                  ("model source", escape(json.dumps(source_text) if isinstance(source_text, (dict, list))
                                          else str(source_text) if source_text else "none recorded (random "
                                          "init or trained here)")),
+                 *([("revision", escape(str(model["revision"])))] if model.get("revision") else []),
                  ("architecture", escape(str(model.get("arch", "?")))),
                  ("input", escape(str(record.get("settings", {}).get("input", "?")))),
                  ("ran", escape(f"{record.get('started', '?')} → {record.get('finished', '?')}")),
