@@ -11,10 +11,11 @@ RUN_DIR ?= runs/demo
 EXPERIMENT ?= finbert_tone
 
 .DEFAULT_GOAL := help
-.PHONY: help install install-beam test test-slow lint prepare train predict demo quality bench colab-tpu clean
+.PHONY: help install install-beam install-chromium test test-slow lint prepare train predict report demo quality bench \
+	colab-tpu clean
 
 help: ## List the targets
-	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-16s %s\n", $$1, $$2}'
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +31,12 @@ install: $(PY) ## Create .venv and install tfsent with exactly one TensorFlow wh
 
 install-beam: ## `make install` plus the beam extra (apache-beam, no second TensorFlow) for python -m tfsent.beam
 	$(MAKE) install EXTRAS=dev,beam VENV=$(VENV) PYTHON=$(PYTHON)
+
+# Root installs directly; anyone else through sudo.
+SUDO ?= $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+install-chromium: ## Install Debian's chromium (apt) for the report's browser tests (tests/report); skipped if present
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+		{ $(SUDO) apt-get update && $(SUDO) apt-get install -y chromium; }
 
 test: ## Run the test suite (CPU, 8 virtual replicas; no network)
 	$(PY) -m pytest -q $(PYTEST_ARGS)
@@ -50,6 +57,9 @@ train: ## Train an experiment: make train EXPERIMENT=finbert_tone ARGS="trainer.
 predict: ## Predict with a trained model: make predict CKPT=runs/.../model INPUT=texts.csv OUTPUT=out.csv
 	$(PY) -m tfsent.predict ckpt_path=$(CKPT) input=$(INPUT) output=$(OUTPUT) $(ARGS)
 
+report: ## One HTML page of a predictions output: make report INPUT=scores.csv (ARGS="run_dir=runs/... output=...")
+	$(PY) -m tfsent.report input=$(INPUT) $(ARGS)
+
 TRANSCRIPTS ?= ../shared/data/transcripts/ectsum/test
 DEMO_SHOW = import pandas as pd; d = pd.read_csv("$(RUN_DIR)/sentences.csv"); \
 	pd.set_option("display.max_colwidth", 70); pd.set_option("display.width", 160); \
@@ -65,7 +75,8 @@ demo: ## Offline end to end: fine-tune MiniLM-L6 on PhraseBank (2 epochs), score
 	@echo "demo: training curves and confusion matrices in $(RUN_DIR)/train/reports/ (curves.png, test_confusion.png)"
 	@if [ -d "$(TRANSCRIPTS)" ]; then \
 		$(PY) -m tfsent.predict ckpt_path=$(RUN_DIR)/train/model input=$(TRANSCRIPTS) input_format=documents \
-			output=$(RUN_DIR)/transcripts.csv max_length=128 overwrite=true hydra.run.dir=$(RUN_DIR)/predict-transcripts; \
+			output=$(RUN_DIR)/transcripts.csv max_length=128 overwrite=true report=true \
+			hydra.run.dir=$(RUN_DIR)/predict-transcripts; \
 	else echo "demo: $(TRANSCRIPTS) absent; skipped the transcript scores"; fi
 
 quality: ## Reproduce the README quality table (MiniLM-L6 on PhraseBank 50Agree and AllAgree, CPU)

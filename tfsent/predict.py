@@ -10,22 +10,23 @@ shard_index=i`` on independent processes followed by one ``merge=true`` run.
 
 from __future__ import annotations
 
+import datetime
 import signal
 import sys
 
 from omegaconf import DictConfig
 
-from tfsent.config import require, scoring_options
-from tfsent.inference import driver
+from tfsent.config import ConfigError, require, scoring_options, to_container
+from tfsent.inference import driver, record
 from tfsent.inference.options import PredictOptions
 from tfsent.runtime.cli import hydra_entry
 
 # The shell's status for a run ended by SIGINT/SIGTERM (128 + SIGINT).
 EXIT_INTERRUPTED = 130
 
-# Keys of conf/predict.yaml that are not PredictOptions fields.
+# Keys of conf/predict.yaml that are not PredictOptions fields (`report` acts after the run, on its output).
 PATH_KEYS = ("ckpt_path", "input", "output")
-NOT_OPTIONS = PATH_KEYS + ("hydra", "verbose")
+NOT_OPTIONS = PATH_KEYS + ("hydra", "verbose", "report")
 
 
 def options_from_config(cfg: DictConfig) -> PredictOptions:
@@ -43,8 +44,17 @@ def predict(cfg: DictConfig) -> dict:
     Returns:
         The driver's summary.
     """
-    summary = driver.predict(require(cfg, "ckpt_path"), require(cfg, "input"), require(cfg, "output"),
-                             options_from_config(cfg))
+    started = datetime.datetime.now(datetime.timezone.utc)
+    options = options_from_config(cfg)
+    report_output = _check_report(cfg, options) if cfg.get("report") else None
+    summary = driver.predict(require(cfg, "ckpt_path"), require(cfg, "input"), require(cfg, "output"), options)
+    if "output" in summary:  # a shard that does not merge writes no output, so nothing to describe
+        settings = {k: v for k, v in to_container(cfg).items() if k != "hydra"}
+        summary["record_output"] = str(record.write_record(summary["output"], ckpt_path=cfg.ckpt_path,
+                                                           settings=settings, summary=dict(summary),
+                                                           started=started, revision=cfg.get("revision")))
+        if report_output is not None:
+            summary["report_output"] = _report(summary["output"], report_output)
     done = f"predict: {summary['rows']} rows in {summary['seconds']:.1f} s ({summary['rows_per_second']:.1f} rows/s)"
     if "output" not in summary:
         print(f"{done}: shard {summary['shard']} of {summary['shards']} done (units {summary['lo']}.."
@@ -59,7 +69,35 @@ def predict(cfg: DictConfig) -> dict:
         print(f"{done} -> {summary['output']}; masked tokens {summary['masked_tokens']}, loss {summary['loss']:.4f}, "
               f"masked accuracy {summary['masked_accuracy']:.4f}, perplexity {summary['perplexity']:.2f} "
               f"({summary['summary_output']})")
+    if "report_output" in summary:
+        print(f"predict: report -> {summary['report_output']}")
     return summary
+
+
+def _check_report(cfg: DictConfig, options) -> str:
+    """The page ``report=true`` writes beside the output, checked before any compute.
+
+    Raises:
+        ConfigError: a masked-LM checkpoint (the report reads classifier scores), or an existing page without
+            ``overwrite=true``.
+    """
+    from tfsent.inference.predictor import kind_of
+    from tfsent.reporting.build import report_path
+
+    path = report_path(require(cfg, "output"))
+    if kind_of(require(cfg, "ckpt_path")) != "classifier":
+        raise ConfigError("report=true: the report reads a classifier's scores; this checkpoint is a masked LM "
+                          "(its evaluation summary is the .summary.json beside the output)")
+    if path.exists() and not options.overwrite:
+        raise ConfigError(f"report=true: {path} already exists; pass overwrite=true to replace it")
+    return str(path)
+
+
+def _report(output: str, page: str) -> str:
+    from tfsent.reporting.build import ReportOptions, build_report
+
+    # The page was checked before the run (an existing one needs overwrite=true): replace it now.
+    return build_report(output, page, options=ReportOptions(overwrite=True))["output"]
 
 
 def _interrupt(signum, frame):

@@ -110,4 +110,5 @@ def test_cli_config_and_bad_inputs(mlm_model, sentences, tmp_path):
     blank.write_text("Revenue rose.\n\nCosts fell.\n")
     with pytest.raises(DataError, match=r"blank.txt:2"):
         predict(model_dir, blank, tmp_path / "blank.csv", CPU8)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["blank.txt", "cli.jsonl", "cli.summary.json", "docs"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blank.txt", "cli.jsonl", "cli.run.json", "cli.summary.json",
+                                                          "docs"]
