@@ -1,0 +1,264 @@
+"""Sequence packing: short rows share one sequence, so a batch computes tokens instead of padding.
+
+Rows are placed first-fit decreasing: longest first, each into the first open sequence with room, else into a new
+sequence whose capacity is its own bucket, or the pack length where that is longer (short rows fill the spare end of
+a long row's bucket before a new sequence opens). A placed row is a *segment*: its tokens keep their order, its
+positions restart (each architecture's numbering: ``first_position`` is 0, or ``pad_token_id + 1`` for the RoBERTa
+family and MPNet), and ``segment_ids`` (1, 2, ... per sequence, 0 for padding) give the model its block-diagonal
+attention mask (``tfsent.models.packing``). A finished sequence is then bucketed by its length like a row.
+
+A sequence of ``L`` tokens holds at most :func:`slots` ``(L)`` segments: each batch has a fixed number of head slots
+(``[sequences, slots]`` arrays of ``example_id`` and ``first_token``), so every shape is static for XLA and TPUs;
+empty slots carry ``example_id == -1`` and are dropped like filler rows.
+
+Packed probabilities equal unpacked ones within float rounding (1e-5 in the tests), not bit for bit: attention sums
+over a longer row of exact zeros, in another order.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import heapq
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from tfsent.inference.flops import EncoderFlops
+from tfsent.inference.tokens import TokenRows
+
+FILLER_ID = -1
+# Head slots per sequence: one per 4 tokens. Rows of 4 tokens or more never run out of slots; the head costs
+# 2*H*H per slot, under 0.3% of a MiniLM-L6 sequence's FLOPs at any length.
+TOKENS_PER_SLOT = 4
+# Features the packed batch adds: the model reads them instead of an attention mask.
+SEGMENT_IDS, POSITION_IDS, FIRST_TOKEN = "segment_ids", "position_ids", "first_token"
+# The pack length keeps a token's attention, 4*L*H FLOPs per layer, under 1/16 of its other work, 4*H*(2*H + I)
+# (MiniLM-L6: 128 tokens, BERT-base: 256), but at least 64 tokens so that small models pack too.
+ATTENTION_SHARE = 16
+MIN_PACK_LENGTH = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class Packing:
+    """How one model packs; its predictor builds this (``Predictor.packing``).
+
+    Attributes:
+        auto: pack only where the packed plan computes fewer FLOPs than the padded one (``packing: auto``);
+            False packs every part (``packing: true``).
+        first_position: position id of a segment's first token (``Architecture.reserved_positions``).
+        gap: padding tokens between segments (``Architecture.packing_gap``).
+        flops: the encoder's sizes: the pack length and ``auto``'s comparison are counted with them.
+        capacity: a pack length instead of :func:`pack_length`'s (tests).
+    """
+
+    auto: bool
+    first_position: int
+    gap: int = 0
+    flops: EncoderFlops | None = None
+    capacity: int | None = None
+
+    def pack(self, tokens: TokenRows, buckets: Sequence[int], pad_values: Mapping[str, int]) -> "PackedRows":
+        """``tokens`` packed into sequences of ``buckets``' lengths (:func:`plan`, then :func:`pack_rows`)."""
+        capacity = self.capacity or pack_length(buckets, self.flops)
+        return pack_rows(tokens, plan(tokens.lengths, buckets, capacity, self.gap), first_position=self.first_position,
+                    pad_values=pad_values)
+
+
+def slots(length: int) -> int:
+    """Head slots of a packed sequence of ``length`` tokens."""
+    return max(1, int(length) // TOKENS_PER_SLOT)
+
+
+def pack_length(buckets: Sequence[int], flops: EncoderFlops | None) -> int:
+    """The capacity of a sequence that short rows open: the longest bucket within the attention share of
+    :data:`ATTENTION_SHARE`, at least the first bucket from :data:`MIN_PACK_LENGTH` (or the top bucket)."""
+    edges = sorted(int(b) for b in buckets)
+    limit = MIN_PACK_LENGTH if flops is None else max(MIN_PACK_LENGTH,
+                                                      (2 * flops.hidden + flops.intermediate) // ATTENTION_SHARE)
+    within = [b for b in edges if b <= limit]
+    return within[-1] if within else edges[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """Where first-fit decreasing puts each row.
+
+    Attributes:
+        sequence: ``[rows]`` the sequence each row goes to (numbered in opening order).
+        offset: ``[rows]`` the row's first token within its sequence.
+        segment: ``[rows]`` the row's segment number within its sequence (0, 1, ...: placement order).
+        lengths: ``[sequences]`` tokens used per sequence (gaps included).
+    """
+
+    sequence: np.ndarray
+    offset: np.ndarray
+    segment: np.ndarray
+    lengths: np.ndarray
+
+    @property
+    def counts(self) -> np.ndarray:
+        """Segments per sequence."""
+        return np.bincount(self.sequence, minlength=len(self.lengths))
+
+
+def plan(lengths: Sequence[int] | np.ndarray, buckets: Sequence[int], capacity: int, gap: int = 0) -> Plan:
+    """First-fit decreasing of rows into sequences.
+
+    A row of ``n`` tokens goes to the earliest-opened sequence that has room for ``gap + n`` more tokens and a free
+    head slot at the bucket its new length falls in; otherwise it opens a sequence of capacity ``max(its bucket,
+    capacity)`` (never above the top bucket). Equal lengths keep input order, so the plan is deterministic.
+
+    Args:
+        lengths: tokens per row.
+        buckets: sorted bucket lengths; no row may exceed the last.
+        capacity: the pack length (:func:`pack_length`).
+        gap: padding tokens between two segments (a convolution over the sequence, DeBERTa-v2's, must see padding
+            at a segment's ends as it does unpacked).
+
+    Raises:
+        ValueError: a row longer than the top bucket.
+    """
+    lengths = np.asarray(lengths, dtype=np.int64)
+    edges = [int(b) for b in buckets]
+    top = edges[-1]
+    if lengths.size and lengths.max() > top:
+        raise ValueError(f"a row of {lengths.max()} tokens exceeds the top bucket {top}; truncate or chunk it first")
+    n_rows = len(lengths)
+    sequence = np.empty(n_rows, np.int64)
+    offset = np.empty(n_rows, np.int64)
+    segment = np.empty(n_rows, np.int64)
+    used: list[int] = []
+    count: list[int] = []
+    # Open sequences by remaining room: heaps[r] holds the ids of those with exactly r tokens left, and first[r] the
+    # smallest of them, so the first fit for `need` tokens is the smallest id in first[need:].
+    heaps: list[list[int]] = [[] for _ in range(top + 1)]
+    first = np.full(top + 1, np.iinfo(np.int64).max, np.int64)
+
+    def push(r: int, s: int) -> None:
+        heapq.heappush(heaps[r], s)
+        first[r] = heaps[r][0]
+
+    def pop(r: int) -> None:
+        heapq.heappop(heaps[r])
+        first[r] = heaps[r][0] if heaps[r] else np.iinfo(np.int64).max
+
+    def bucket(n: int) -> int:
+        return edges[bisect.bisect_left(edges, n)]
+
+    for row in np.argsort(-lengths, kind="stable"):
+        n = int(lengths[row])
+        need = n + gap
+        placed = False
+        while need <= top:
+            r = need + int(np.argmin(first[need:]))
+            if heaps[r] == []:
+                break
+            s = int(first[r])
+            pop(r)
+            # A sequence short of head slots now is short of them for every later (shorter) row too: close it.
+            if count[s] + 1 > slots(bucket(used[s] + need)):
+                continue
+            sequence[row], offset[row], segment[row] = s, used[s] + gap, count[s]
+            used[s] += need
+            count[s] += 1
+            push(r - need, s)
+            placed = True
+            break
+        if not placed:
+            s = len(used)
+            sequence[row], offset[row], segment[row] = s, 0, 0
+            used.append(n)
+            count.append(1)
+            push(min(max(bucket(n), capacity), top) - n, s)
+    return Plan(sequence, offset, segment, np.asarray(used, np.int64))
+
+
+@dataclasses.dataclass
+class PackedRows:
+    """Packed sequences, ready to batch like rows (``lengths``, :meth:`batch`).
+
+    Attributes:
+        sequences: the sequences' token features, with ``segment_ids`` and ``position_ids`` beside the rows' own
+            (no attention mask: the segments are the mask).
+        slot_row: ``[segments]`` the row of each segment, sequence by sequence, in segment order.
+        slot_first: ``[segments]`` each segment's first token within its sequence.
+        slot_offsets: ``[sequences + 1]``: sequence ``i``'s segments are ``slot_offsets[i]:slot_offsets[i + 1]``.
+        pad_values: pad value per feature.
+    """
+
+    sequences: TokenRows
+    slot_row: np.ndarray
+    slot_first: np.ndarray
+    slot_offsets: np.ndarray
+    pad_values: dict[str, int]
+
+    def __len__(self) -> int:
+        return len(self.sequences)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """Tokens per sequence."""
+        return self.sequences.lengths
+
+    def batch(self, seqs: np.ndarray, length: int, multiple: int) -> dict[str, np.ndarray]:
+        """Sequences ``seqs`` as ``[n, length]`` token arrays and ``[n, slots(length)]`` head-slot arrays, padded up
+        to a multiple of ``multiple`` sequences with filler sequences (no segment, every slot ``-1``).
+
+        Raises:
+            ValueError: a sequence with more segments than ``slots(length)`` (its plan used a shorter bucket).
+        """
+        seqs = np.asarray(seqs, dtype=np.int64)
+        total = -(-len(seqs) // multiple) * multiple
+        out = self.sequences.gather(seqs, length, total, self.pad_values)
+        k = slots(length)
+        counts = self.slot_offsets[seqs + 1] - self.slot_offsets[seqs]
+        if counts.size and counts.max() > k:
+            raise ValueError(f"a sequence of {counts.max()} segments does not fit the {k} slots of length {length}")
+        where = np.repeat(np.arange(len(seqs)), counts)
+        col = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+        src = np.repeat(self.slot_offsets[seqs], counts) + col
+        example_id = np.full((total, k), FILLER_ID, np.int32)
+        first_token = np.zeros((total, k), np.int32)
+        example_id[where, col] = self.slot_row[src]
+        first_token[where, col] = self.slot_first[src]
+        out["example_id"] = example_id
+        out[FIRST_TOKEN] = first_token
+        return out
+
+
+def pack_rows(tokens: TokenRows, the_plan: Plan, *, first_position: int, pad_values: Mapping[str, int]) -> PackedRows:
+    """Lay the rows out as the plan says.
+
+    Args:
+        tokens: the rows (``attention_mask`` is dropped: the segments replace it).
+        the_plan: from :func:`plan` on ``tokens.lengths``.
+        first_position: position id of each segment's first token; padding (and gaps) gets ``first_position - 1``
+            where that is a valid id (the pad position of the RoBERTa family), else 0.
+        pad_values: pad value per token feature (``input_ids``: the tokenizer's pad id).
+    """
+    lens = tokens.lengths
+    seq_start = np.concatenate([[0], np.cumsum(the_plan.lengths)]).astype(np.int64)
+    dest = np.repeat(seq_start[the_plan.sequence] + the_plan.offset, lens)
+    col = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
+    dest = dest + col
+    src = np.repeat(tokens.offsets[:-1], lens) + col
+    total = int(seq_start[-1])
+    pads = {k: int(v) for k, v in pad_values.items()}
+    pads[SEGMENT_IDS] = 0
+    pads[POSITION_IDS] = max(first_position - 1, 0)
+    values = {}
+    for name, flat in tokens.values.items():
+        if name == "attention_mask":
+            continue
+        arr = np.full(total, pads.get(name, 0), np.int32)
+        arr[dest] = flat[src]
+        values[name] = arr
+    values[SEGMENT_IDS] = np.zeros(total, np.int32)
+    values[SEGMENT_IDS][dest] = np.repeat(the_plan.segment + 1, lens)
+    values[POSITION_IDS] = np.full(total, pads[POSITION_IDS], np.int32)
+    values[POSITION_IDS][dest] = first_position + col
+    order = np.lexsort((the_plan.segment, the_plan.sequence))
+    offsets = np.concatenate([[0], np.cumsum(the_plan.counts)]).astype(np.int64)
+    sequences = TokenRows(values, seq_start, np.zeros(len(the_plan.lengths), bool))
+    return PackedRows(sequences, order.astype(np.int32), the_plan.offset[order].astype(np.int32), offsets, pads)
