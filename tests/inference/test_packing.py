@@ -122,3 +122,38 @@ def test_packed_prediction_equals_padded(ckpt, strategy_name):
     assert packed["probs"].shape == (37, 3)
     np.testing.assert_array_equal(packed["label_id"], padded_probs.argmax(axis=1))
     np.testing.assert_allclose(packed["probs"], padded_probs, atol=1e-5)
+
+
+def test_documents_predict_packed_as_padded(tmp_path):
+    # The driver end to end (documents: chunk table and document table): packing: true gives padding's results.
+    import pandas as pd
+
+    from tfsent.inference.driver import predict
+    from tfsent.inference.options import PredictOptions
+
+    ckpt = tiny_checkpoint(tmp_path / "ckpt" / "model", max_seq_length=64)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Revenue rose.\nCosts fell sharply in the quarter.\n")
+    (docs / "b.txt").write_text("Profit rose. " * 30 + "\n")
+    (docs / "c.txt").write_text("Margins improved.\n")
+    tables = {}
+    for setting in (False, True):
+        out = tmp_path / f"docs-{setting}.parquet"
+        predict(ckpt, docs, out, PredictOptions(strategy="cpu", global_batch_size=4, buckets=(16, 32, 64),
+                                                packing=setting, progress=False))
+        tables[setting] = (pd.read_parquet(out), pd.read_parquet(tmp_path / f"docs-{setting}.chunks.parquet"))
+    for padded, packed in zip(tables[False], tables[True]):
+        probs = [c for c in padded.columns if c.startswith("prob_")]
+        assert packed.drop(columns=probs).equals(padded.drop(columns=probs))
+        np.testing.assert_allclose(packed[probs].to_numpy(), padded[probs].to_numpy(), atol=1e-5)
+
+
+def test_a_model_kind_that_cannot_pack_runs_padded_and_refuses_packing_true():
+    from tfsent.config import ConfigError
+    from tfsent.inference.masked_lm import MaskedLMPredictor
+
+    mlm = MaskedLMPredictor.__new__(MaskedLMPredictor)
+    assert mlm.packing("auto") is None and mlm.packing(False) is None
+    with pytest.raises(ConfigError, match="packing=true: a masked_lm predicts each row padded"):
+        mlm.packing(True)

@@ -159,4 +159,4 @@ def _run(predictor: Predictor, strategy, tokens, options: PredictOptions) -> dic
     lengths = bucket_lengths(options.buckets, predictor.max_length)
     return predict_bucketed(predictor.model, strategy, tokens, buckets=lengths,
                             global_batch_size=options.global_batch_size, pad_values=predictor.pad_values,
-                            map_fn=predictor.map_fn())
+                            map_fn=predictor.map_fn(), packing=predictor.packing(options.packing))
