@@ -216,15 +216,32 @@ def choose_units(tokens: TokenRows, buckets: Sequence[int], packing: Packing | N
     rows = _Rows(tokens, pad_values)
     if packing is None:
         return rows
-    packed = packing.pack(tokens, buckets, pad_values)
+    best, packed_cost = pack_plan(tokens.lengths, buckets, packing, global_batch_size, replicas,
+                                  shrink_tail=shrink_tail)
     if packing.auto:
-        def cost(units, is_packed):
-            shapes = plan_batches(units.lengths, buckets, global_batch_size, replicas, shrink_tail=shrink_tail)
-            return plan_flops(shapes, packing.flops, packed=is_packed)
-
-        if cost(packed, True) * (1 + AUTO_MARGIN) >= cost(rows, False):
+        padded = plan_batches(tokens.lengths, buckets, global_batch_size, replicas, shrink_tail=shrink_tail)
+        if packed_cost * (1 + AUTO_MARGIN) >= plan_flops(padded, packing.flops, packed=False):
             return rows
-    return packed
+    return packing_lib.pack_rows(tokens, best, first_position=packing.first_position, pad_values=pad_values)
+
+
+def pack_plan(lengths: np.ndarray, buckets: Sequence[int], packing: Packing, global_batch_size: int,
+              replicas: int = 1, *, shrink_tail: bool = True) -> tuple[packing_lib.Plan, int | None]:
+    """The packing plan, among those of ``packing.capacities``, whose batches count the fewest FLOPs.
+
+    Returns:
+        ``(plan, its FLOPs)``; the FLOPs are None when ``packing`` has no encoder sizes (one capacity, not costed).
+    """
+    best, best_cost = None, None
+    for capacity in packing.capacities(buckets):
+        candidate = packing_lib.plan(lengths, buckets, capacity, packing.gap)
+        if packing.flops is None:
+            return candidate, None
+        shapes = plan_batches(candidate.lengths, buckets, global_batch_size, replicas, shrink_tail=shrink_tail)
+        cost = plan_flops(shapes, packing.flops, packed=True)
+        if best_cost is None or cost < best_cost:
+            best, best_cost = candidate, cost
+    return best, best_cost
 
 
 def pad_rows(tokens: TokenRows, rows: np.ndarray, length: int, multiple: int,

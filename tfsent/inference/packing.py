@@ -1,8 +1,8 @@
 """Sequence packing: short rows share one sequence, so a batch computes tokens instead of padding.
 
-Rows are placed first-fit decreasing: longest first, each into the first open sequence with room, else into a new
-sequence whose capacity is its own bucket, or the pack length where that is longer (short rows fill the spare end of
-a long row's bucket before a new sequence opens). A placed row is a *segment*: its tokens keep their order, its
+Rows are placed first-fit decreasing, one sequence at a time (:func:`plan`): a sequence opens with the longest row
+left, its capacity that row's bucket or the pack length where that is longer, and takes the longest rows that still
+fit (so short rows fill the spare end of a long row's bucket). A placed row is a *segment*: its tokens keep their order, its
 positions restart (each architecture's numbering: ``first_position`` is 0, or ``pad_token_id + 1`` for the RoBERTa
 family and MPNet), and ``segment_ids`` (1, 2, ... per sequence, 0 for padding) give the model its block-diagonal
 attention mask (``tfsent.models.packing``). A finished sequence is then bucketed by its length like a row.
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import heapq
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -48,8 +47,8 @@ class Packing:
             False packs every part (``packing: true``).
         first_position: position id of a segment's first token (``Architecture.reserved_positions``).
         gap: padding tokens between segments (``Architecture.packing_gap``).
-        flops: the encoder's sizes: the pack length and ``auto``'s comparison are counted with them.
-        capacity: a pack length instead of :func:`pack_length`'s (tests).
+        flops: the encoder's sizes: the pack length and the engine's comparisons are counted with them.
+        capacity: one pack length instead of :meth:`capacities` (tests).
     """
 
     auto: bool
@@ -58,11 +57,22 @@ class Packing:
     flops: EncoderFlops | None = None
     capacity: int | None = None
 
-    def pack(self, tokens: TokenRows, buckets: Sequence[int], pad_values: Mapping[str, int]) -> "PackedRows":
-        """``tokens`` packed into sequences of ``buckets``' lengths (:func:`plan`, then :func:`pack_rows`)."""
-        capacity = self.capacity or pack_length(buckets, self.flops)
+    def capacities(self, buckets: Sequence[int]) -> list[int]:
+        """The pack lengths worth planning with: the buckets from half :func:`pack_length` up to it. The engine keeps
+        the plan whose batches count the fewest FLOPs: 1,400 tokens of 32 PhraseBank rows fill 11 sequences of 128
+        (run as a batch of 16, five of them fillers) but 16 of 96 (one batch, no filler)."""
+        if self.capacity:
+            return [self.capacity]
+        top = pack_length(buckets, self.flops)
+        return [b for b in sorted(int(b) for b in buckets) if top // 2 <= b <= top]
+
+    def pack(self, tokens: TokenRows, buckets: Sequence[int], pad_values: Mapping[str, int],
+             capacity: int | None = None) -> "PackedRows":
+        """``tokens`` packed into sequences of ``buckets``' lengths (:func:`plan`, then :func:`pack_rows`) at
+        ``capacity`` (default: the longest of :meth:`capacities`)."""
+        capacity = capacity or self.capacities(buckets)[-1]
         return pack_rows(tokens, plan(tokens.lengths, buckets, capacity, self.gap), first_position=self.first_position,
-                    pad_values=pad_values)
+                         pad_values=pad_values)
 
 
 def slots(length: int) -> int:
@@ -103,11 +113,14 @@ class Plan:
 
 
 def plan(lengths: Sequence[int] | np.ndarray, buckets: Sequence[int], capacity: int, gap: int = 0) -> Plan:
-    """First-fit decreasing of rows into sequences.
+    """First-fit decreasing of rows into sequences, one sequence at a time.
 
-    A row of ``n`` tokens goes to the earliest-opened sequence that has room for ``gap + n`` more tokens and a free
-    head slot at the bucket its new length falls in; otherwise it opens a sequence of capacity ``max(its bucket,
-    capacity)`` (never above the top bucket). Equal lengths keep input order, so the plan is deterministic.
+    Each sequence opens with the longest row left, with room for ``max(its bucket, capacity)`` tokens (never above
+    the top bucket), and then takes the longest rows left that still fit (``gap + n`` tokens, and a free head slot at
+    the bucket its new length falls in) until none does. Every sequence but the last few is full; the leftovers make
+    a short last sequence that runs in a small bucket, where spreading them over all sequences would have left each
+    a little short and the last batch one sequence over a power of two (filler sequences of the full length). Equal
+    lengths keep input order, so the plan is deterministic.
 
     Args:
         lengths: tokens per row.
@@ -128,49 +141,41 @@ def plan(lengths: Sequence[int] | np.ndarray, buckets: Sequence[int], capacity: 
     sequence = np.empty(n_rows, np.int64)
     offset = np.empty(n_rows, np.int64)
     segment = np.empty(n_rows, np.int64)
-    used: list[int] = []
-    count: list[int] = []
-    # Open sequences by remaining room: heaps[r] holds the ids of those with exactly r tokens left, and first[r] the
-    # smallest of them, so the first fit for `need` tokens is the smallest id in first[need:].
-    heaps: list[list[int]] = [[] for _ in range(top + 1)]
-    first = np.full(top + 1, np.iinfo(np.int64).max, np.int64)
+    # The rows left, by length: each length's rows in input order, and the sorted lengths that have rows left.
+    order = np.argsort(lengths, kind="stable")
+    bounds = np.flatnonzero(np.r_[True, np.diff(lengths[order]) != 0, True])
+    left = {int(lengths[order[a]]): order[a:b][::-1].tolist() for a, b in zip(bounds[:-1], bounds[1:])}
+    sizes = sorted(left)
 
-    def push(r: int, s: int) -> None:
-        heapq.heappush(heaps[r], s)
-        first[r] = heaps[r][0]
-
-    def pop(r: int) -> None:
-        heapq.heappop(heaps[r])
-        first[r] = heaps[r][0] if heaps[r] else np.iinfo(np.int64).max
+    def take(n: int) -> int:
+        rows = left[n]
+        row = rows.pop()
+        if not rows:
+            del left[n]
+            sizes.remove(n)
+        return row
 
     def bucket(n: int) -> int:
         return edges[bisect.bisect_left(edges, n)]
 
-    for row in np.argsort(-lengths, kind="stable"):
-        n = int(lengths[row])
-        need = n + gap
-        placed = False
-        while need <= top:
-            r = need + int(np.argmin(first[need:]))
-            if heaps[r] == []:
+    used: list[int] = []
+    while sizes:
+        s = len(used)
+        n = sizes[-1]
+        row = take(n)
+        sequence[row], offset[row], segment[row] = s, 0, 0
+        room, count, filled = min(max(bucket(n), capacity), top), 1, n
+        while True:
+            fits = bisect.bisect_right(sizes, room - filled - gap)
+            # A sequence short of head slots for the longest row that fits is short of them for every shorter one.
+            if fits == 0 or count + 1 > slots(bucket(filled + gap + sizes[fits - 1])):
                 break
-            s = int(first[r])
-            pop(r)
-            # A sequence short of head slots now is short of them for every later (shorter) row too: close it.
-            if count[s] + 1 > slots(bucket(used[s] + need)):
-                continue
-            sequence[row], offset[row], segment[row] = s, used[s] + gap, count[s]
-            used[s] += need
-            count[s] += 1
-            push(r - need, s)
-            placed = True
-            break
-        if not placed:
-            s = len(used)
-            sequence[row], offset[row], segment[row] = s, 0, 0
-            used.append(n)
-            count.append(1)
-            push(min(max(bucket(n), capacity), top) - n, s)
+            n = sizes[fits - 1]
+            row = take(n)
+            sequence[row], offset[row], segment[row] = s, filled + gap, count
+            filled += gap + n
+            count += 1
+        used.append(filled)
     return Plan(sequence, offset, segment, np.asarray(used, np.int64))
 
 
