@@ -104,20 +104,20 @@ def padded_rows(lengths: Iterable[int], buckets: Iterable[int], global_batch_siz
 
 
 def executed_flops(shape: EncoderShape, lengths: Iterable[int], buckets: Iterable[int], global_batch_size: int,
-                   replicas: int = 1, *, packed: bool) -> int:
-    """FLOPs the engine executes on rows of these token counts (a classifier): padded rows in their buckets, or
-    (``packed``) the sequences ``tfsent.inference.packing`` packs them into, at its pack length; filler rows or
-    sequences included, a head per row or per head slot."""
-    from tfsent.inference.engine import pack_plan, plan_batches, plan_flops
+                   replicas: int = 1, *, packing: bool | str) -> int:
+    """FLOPs the engine executes on rows of these token counts (a classifier) under ``packing: true|false|auto``:
+    padded rows in their buckets, or the sequences ``tfsent.inference.packing`` packs them into; filler rows or
+    sequences included, a head per row or per head slot (``engine.packing_choice``, ``engine.plan_flops``)."""
+    from tfsent.inference.engine import packing_choice, plan_batches, plan_flops
     from tfsent.inference.packing import Packing
 
     edges = sorted(int(b) for b in buckets)
     lengths = np.fromiter(lengths, dtype=np.int64)
     encoder = shape.encoder()
-    if packed:
-        return pack_plan(lengths, edges, Packing(auto=False, first_position=0, flops=encoder), global_batch_size,
-                         replicas)[1]
-    return plan_flops(plan_batches(lengths, edges, global_batch_size, replicas), encoder, packed=False)
+    spec = None if packing is False else Packing(auto=packing == "auto", first_position=0, flops=encoder)
+    chosen = packing_choice(lengths, edges, spec, global_batch_size, replicas)
+    units = lengths if chosen is None else chosen.lengths
+    return plan_flops(plan_batches(units, edges, global_batch_size, replicas), encoder, packed=chosen is not None)
 
 
 def matmul_rate(dtype: str = "float32", size: int = 1024, chain: int = 8, repeats: int = 5) -> float:

@@ -213,16 +213,25 @@ def choose_units(tokens: TokenRows, buckets: Sequence[int], packing: Packing | N
     the padded plan's (the same rows, the same buckets and batch shapes): a count, so the choice is the same on
     every run of the same part.
     """
-    rows = _Rows(tokens, pad_values)
+    chosen = packing_choice(tokens.lengths, buckets, packing, global_batch_size, replicas, shrink_tail=shrink_tail)
+    if chosen is None:
+        return _Rows(tokens, pad_values)
+    return packing_lib.pack_rows(tokens, chosen, first_position=packing.first_position, pad_values=pad_values)
+
+
+def packing_choice(lengths: np.ndarray, buckets: Sequence[int], packing: Packing | None, global_batch_size: int,
+                   replicas: int = 1, *, shrink_tail: bool = True) -> packing_lib.Plan | None:
+    """The plan rows of these lengths are packed with (:func:`pack_plan`), or None where they run padded: no
+    ``packing``, or ``packing.auto`` and a packed plan that does not save more than :data:`AUTO_MARGIN` of the
+    padded plan's FLOPs."""
     if packing is None:
-        return rows
-    best, packed_cost = pack_plan(tokens.lengths, buckets, packing, global_batch_size, replicas,
-                                  shrink_tail=shrink_tail)
+        return None
+    best, packed_cost = pack_plan(lengths, buckets, packing, global_batch_size, replicas, shrink_tail=shrink_tail)
     if packing.auto:
-        padded = plan_batches(tokens.lengths, buckets, global_batch_size, replicas, shrink_tail=shrink_tail)
+        padded = plan_batches(lengths, buckets, global_batch_size, replicas, shrink_tail=shrink_tail)
         if packed_cost * (1 + AUTO_MARGIN) >= plan_flops(padded, packing.flops, packed=False):
-            return rows
-    return packing_lib.pack_rows(tokens, best, first_position=packing.first_position, pad_values=pad_values)
+            return None
+    return best
 
 
 def pack_plan(lengths: np.ndarray, buckets: Sequence[int], packing: Packing, global_batch_size: int,
