@@ -63,6 +63,11 @@ def test_pack_lays_out_segments_positions_and_slots():
     assert batch["example_id"].tolist() == [[2, 1, -1, -1], [4, 0, 3, -1], [-1] * 4, [-1] * 4]
     assert batch["first_token"].tolist() == [[0, 12, 0, 0], [0, 7, 12, 0], [0] * 4, [0] * 4]
     assert batch["input_ids"][2:].tolist() == [[1] * 16] * 2 and not batch["segment_ids"][2:].any()
+    # transformers' RoBERTa/MPNet positions skip tokens of the pad index (a checkpoint whose </s> is id 1 has them).
+    odd = TokenRows.from_ragged({"input_ids": [[0, 7, 1], [0, 1, 8, 9]]})
+    laid = pack_rows(odd, plan(odd.lengths, (8,), capacity=8), first_position=2, pad_values={"input_ids": 1},
+                     uncounted_id=1)
+    assert laid.batch(np.array([0]), 8, 1)["position_ids"].tolist() == [[2, 1, 3, 4, 2, 3, 1, 1]]
 
 
 def test_pack_length_keeps_attention_a_small_share():

@@ -2,6 +2,8 @@
 tokens packed together (several to a sequence, one beside the 500-token row) score as each row does alone, padded."""
 
 import dataclasses
+import json
+import pathlib
 
 import numpy as np
 import pytest
@@ -81,3 +83,24 @@ def test_packed_probabilities_equal_unpacked(case):
     got[example_id[example_id >= 0]] = probs[example_id >= 0]
     np.testing.assert_allclose(got, expected, atol=1e-5)
     print(f"{case}: max |packed - unpacked| = {np.abs(got - expected).max():.2e}")
+
+
+FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "hf"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(p.name for p in FIXTURES.iterdir() if (p / "expected.json").is_file()))
+def test_pytorch_written_fixtures_packed_equal_pytorch_transformers(name, tmp_path):
+    # Real checkpoints with their own tokenizers and pad ids (RoBERTa's 1, ...), every row packed, through the driver.
+    import pandas as pd
+
+    from tfsent.inference.driver import predict
+    from tfsent.inference.options import PredictOptions
+
+    expected = json.loads((FIXTURES / name / "expected.json").read_text())
+    pd.DataFrame({"text": expected["texts"]}).to_csv(tmp_path / "in.csv", index=False)
+    predict(FIXTURES / name, tmp_path / "in.csv", tmp_path / "out.csv",
+            PredictOptions(strategy="cpu", global_batch_size=8, packing=True, progress=False))
+    probs = pd.read_csv(tmp_path / "out.csv")[[f"prob_{n}" for n in expected["labels"]]].to_numpy()
+    np.testing.assert_allclose(probs, expected["probs"], atol=1e-5)
+    print(f"{name}: max |packed - PyTorch| = {np.abs(probs - np.asarray(expected['probs'])).max():.2e}")

@@ -216,7 +216,7 @@ def choose_units(tokens: TokenRows, buckets: Sequence[int], packing: Packing | N
     chosen = packing_choice(tokens.lengths, buckets, packing, global_batch_size, replicas, shrink_tail=shrink_tail)
     if chosen is None:
         return _Rows(tokens, pad_values)
-    return packing_lib.pack_rows(tokens, chosen, first_position=packing.first_position, pad_values=pad_values)
+    return packing.lay_out(tokens, chosen, pad_values)
 
 
 def packing_choice(lengths: np.ndarray, buckets: Sequence[int], packing: Packing | None, global_batch_size: int,

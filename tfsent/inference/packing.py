@@ -45,7 +45,9 @@ class Packing:
     Attributes:
         auto: pack only where the packed plan computes fewer FLOPs than the padded one (``packing: auto``);
             False packs every part (``packing: true``).
-        first_position: position id of a segment's first token (``Architecture.reserved_positions``).
+        first_position: position id of a segment's first token (0, or the pad index + 1).
+        uncounted_id: a token id that takes position ``first_position - 1`` and is not counted (the RoBERTa family's
+            and MPNet's positions, transformers' ``create_position_ids_from_input_ids``: the pad index), or None.
         gap: padding tokens between segments (``Architecture.packing_gap``).
         flops: the encoder's sizes: the pack length and the engine's comparisons are counted with them.
         capacity: one pack length instead of :meth:`capacities` (tests).
@@ -53,6 +55,7 @@ class Packing:
 
     auto: bool
     first_position: int
+    uncounted_id: int | None = None
     gap: int = 0
     flops: EncoderFlops | None = None
     capacity: int | None = None
@@ -71,7 +74,11 @@ class Packing:
         """``tokens`` packed into sequences of ``buckets``' lengths (:func:`plan`, then :func:`pack_rows`) at
         ``capacity`` (default: the longest of :meth:`capacities`)."""
         capacity = capacity or self.capacities(buckets)[-1]
-        return pack_rows(tokens, plan(tokens.lengths, buckets, capacity, self.gap), first_position=self.first_position,
+        return self.lay_out(tokens, plan(tokens.lengths, buckets, capacity, self.gap), pad_values)
+
+    def lay_out(self, tokens: TokenRows, the_plan: "Plan", pad_values: Mapping[str, int]) -> "PackedRows":
+        """:func:`pack_rows` with this model's positions."""
+        return pack_rows(tokens, the_plan, first_position=self.first_position, uncounted_id=self.uncounted_id,
                          pad_values=pad_values)
 
 
@@ -232,7 +239,8 @@ class PackedRows:
         return out
 
 
-def pack_rows(tokens: TokenRows, the_plan: Plan, *, first_position: int, pad_values: Mapping[str, int]) -> PackedRows:
+def pack_rows(tokens: TokenRows, the_plan: Plan, *, first_position: int, pad_values: Mapping[str, int],
+              uncounted_id: int | None = None) -> PackedRows:
     """Lay the rows out as the plan says.
 
     Args:
@@ -241,6 +249,8 @@ def pack_rows(tokens: TokenRows, the_plan: Plan, *, first_position: int, pad_val
         first_position: position id of each segment's first token; padding (and gaps) gets ``first_position - 1``
             where that is a valid id (the pad position of the RoBERTa family), else 0.
         pad_values: pad value per token feature (``input_ids``: the tokenizer's pad id).
+        uncounted_id: tokens of this id take position ``first_position - 1`` and the tokens after them count on
+            as if they were absent (transformers numbers RoBERTa's and MPNet's positions so), or None.
     """
     lens = tokens.lengths
     seq_start = np.concatenate([[0], np.cumsum(the_plan.lengths)]).astype(np.int64)
@@ -262,7 +272,15 @@ def pack_rows(tokens: TokenRows, the_plan: Plan, *, first_position: int, pad_val
     values[SEGMENT_IDS] = np.zeros(total, np.int32)
     values[SEGMENT_IDS][dest] = np.repeat(the_plan.segment + 1, lens)
     values[POSITION_IDS] = np.full(total, pads[POSITION_IDS], np.int32)
-    values[POSITION_IDS][dest] = first_position + col
+    if uncounted_id is None:
+        values[POSITION_IDS][dest] = first_position + col
+    else:
+        # Per row: the running count of counted tokens, the position of the uncounted ones fixed at the pad's.
+        counted = (tokens.values["input_ids"][src] != uncounted_id).astype(np.int64)
+        running = np.cumsum(counted)
+        before = np.repeat(running[np.cumsum(lens) - lens] - counted[np.cumsum(lens) - lens], lens) \
+            if lens.size else running
+        values[POSITION_IDS][dest] = (running - before) * counted + first_position - 1
     order = np.lexsort((the_plan.segment, the_plan.sequence))
     offsets = np.concatenate([[0], np.cumsum(the_plan.counts)]).astype(np.int64)
     sequences = TokenRows(values, seq_start, np.zeros(len(the_plan.lengths), bool))

@@ -112,7 +112,9 @@ class SequenceClassifier(PretrainedModel):
         """How to pack rows for this model (:mod:`tfsent.inference.packing`); ``auto`` packs only where it saves
         FLOPs."""
         config = self.hf_model.config
-        return Packing(auto=auto, first_position=self.first_position(), gap=self.architecture.packing_gap(config),
+        first = self.first_position()
+        return Packing(auto=auto, first_position=first, uncounted_id=first - 1 if first else None,
+                       gap=self.architecture.packing_gap(config),
                        flops=EncoderFlops.from_config(config, num_labels=len(self.label_names)))
 
     def call(self, features: Mapping[str, tf.Tensor], training: bool = False) -> tf.Tensor:
