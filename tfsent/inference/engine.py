@@ -227,7 +227,7 @@ def packing_choice(lengths: np.ndarray, buckets: Sequence[int], packing: Packing
     if packing is None:
         return None
     best, packed_cost = pack_plan(lengths, buckets, packing, global_batch_size, replicas, shrink_tail=shrink_tail)
-    if packing.auto:
+    if packing.auto and packed_cost is not None:  # without encoder sizes nothing is counted: pack
         padded = plan_batches(lengths, buckets, global_batch_size, replicas, shrink_tail=shrink_tail)
         if packed_cost * (1 + AUTO_MARGIN) >= plan_flops(padded, packing.flops, packed=False):
             return None

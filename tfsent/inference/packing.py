@@ -2,9 +2,9 @@
 
 Rows are placed first-fit decreasing, one sequence at a time (:func:`plan`): a sequence opens with the longest row
 left, its capacity that row's bucket or the pack length where that is longer, and takes the longest rows that still
-fit (so short rows fill the spare end of a long row's bucket). A placed row is a *segment*: its tokens keep their order, its
-positions restart (each architecture's numbering: ``first_position`` is 0, or ``pad_token_id + 1`` for the RoBERTa
-family and MPNet), and ``segment_ids`` (1, 2, ... per sequence, 0 for padding) give the model its block-diagonal
+fit (so short rows fill the spare end of a long row's bucket). A placed row is a *segment*: its tokens keep their
+order, its positions restart (each architecture's numbering: ``first_position`` is 0, or one past the embeddings' pad
+index for the RoBERTa family and MPNet), and ``segment_ids`` (1, 2, ... per sequence, 0 for padding) give the model its block-diagonal
 attention mask (``tfsent.models.packing``). A finished sequence is then bucketed by its length like a row.
 
 A sequence of ``L`` tokens holds at most :func:`slots` ``(L)`` segments: each batch has a fixed number of head slots
@@ -88,8 +88,8 @@ def slots(length: int) -> int:
 
 
 def pack_length(buckets: Sequence[int], flops: EncoderFlops | None) -> int:
-    """The capacity of a sequence that short rows open: the longest bucket within the attention share of
-    :data:`ATTENTION_SHARE`, at least the first bucket from :data:`MIN_PACK_LENGTH` (or the top bucket)."""
+    """The capacity of a sequence that short rows open: the longest bucket of at most ``(2*H + I) / 16`` tokens
+    (:data:`ATTENTION_SHARE`) or :data:`MIN_PACK_LENGTH`, whichever is more; the shortest bucket where none is."""
     edges = sorted(int(b) for b in buckets)
     limit = MIN_PACK_LENGTH if flops is None else max(MIN_PACK_LENGTH,
                                                       (2 * flops.hidden + flops.intermediate) // ATTENTION_SHARE)
