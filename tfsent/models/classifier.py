@@ -31,8 +31,9 @@ from tfsent.inference.flops import EncoderFlops
 from tfsent.inference.packing import Packing
 from tfsent.models import architectures
 from tfsent.models import labels as labels_lib
-from tfsent.models import loading, packing, sources, weights
+from tfsent.models import loading, sources, weights
 from tfsent.models.base import PretrainedModel
+from tfsent.models.packing import is_packed, packed_logits
 
 log = logging.getLogger(__name__)
 
@@ -125,8 +126,8 @@ class SequenceClassifier(PretrainedModel):
         A packed batch (``segment_ids`` instead of an attention mask, :mod:`tfsent.models.packing`) gives one row of
         logits per head slot, ``[batch * slots, num_labels]``.
         """
-        if packing.is_packed(features):
-            return packing.packed_logits(self, features, training=training)
+        if is_packed(features):
+            return packed_logits(self, features, training=training)
         missing = [k for k in ("input_ids", "attention_mask") if k not in features]
         if missing:
             raise KeyError(f"classifier features lack {missing}; got keys {sorted(features)}")
