@@ -29,6 +29,8 @@ class Job:
     rows: int
     series: dict[str, Series]
     flops: dict[str, tuple[int, int]]  # mode name -> (executed, useful)
+    # mode name -> (executed without packing, executed with packing, useful), for each tfsent path
+    packing: dict[str, tuple[int, int, int]] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -100,10 +102,12 @@ def compare_model(label: str, ckpt: pathlib.Path, strategy, sentences: Sequence[
         texts = inference.repeat_to(sentences, n)
         modes: list[Mode] = []
         flops: dict[str, tuple[int, int]] = {}
+        packing: dict[str, tuple[int, int, int]] = {}
         for name in (PATH_ORDER if n == main_size else (chosen_path,)):
-            mode, executed, useful = inference.path_mode(predictors[name], strategy, texts, batch_size, label, name)
+            mode, counted = inference.path_mode(predictors[name], strategy, texts, batch_size, label, name)
             modes.append(mode)
-            flops[mode.name] = (executed, useful)
+            flops[mode.name] = (counted.executed, counted.useful)
+            packing[mode.name] = (counted.padded, counted.packed, counted.useful)
         if worker is not None:
             for kind, title, note in (("pipeline", "HF pipeline, torch", "pipeline(texts), default batch_size=1"),
                                       ("batched", "batched torch", f"batch {batch_size}, pad to longest, "
@@ -118,7 +122,7 @@ def compare_model(label: str, ckpt: pathlib.Path, strategy, sentences: Sequence[
         if log:
             log(f"{label}, {n}-row job: {len(modes)} modes x {n_rounds} rounds")
         series = rounds.run_rounds(modes, n_rounds, log=log, smoke=smoke)
-        jobs.append(Job(n, series, flops))
+        jobs.append(Job(n, series, flops, packing))
     chosen = f"tfsent {chosen_path} ({label})"
     return ModelResult(label, chosen, chosen_path, resolved.how, calibration_seconds, jobs)
 
@@ -155,7 +159,24 @@ def render(result: ModelResult, matmul: dict[str, float]) -> list[str]:
     lines += [f"Chosen path against the {rate_name} matmul rate ({limit / 1e9:.1f} GFLOP/s), median round:", "",
               table.markdown(["job", "executed GFLOP/s", "of matmul rate", "useful GFLOP/s", "of matmul rate",
                               "executed / useful FLOPs"], frac), ""]
-    return lines
+    return lines + packing_table(result)
+
+
+def packing_table(result: ModelResult) -> list[str]:
+    """Executed / useful FLOPs of the chosen path per job, padded and packed (counts, not timings): what sequence
+    packing saves, and which of the two ``packing: auto`` ran."""
+    rows = []
+    for job in result.jobs:
+        if result.chosen not in job.packing:
+            continue
+        padded, packed, useful = job.packing[result.chosen]
+        ran = "packed" if job.flops[result.chosen][0] == packed and packed != padded else "padded"
+        rows.append([f"{job.rows}-row job", f"{padded / useful:.2f}", f"{packed / useful:.2f}", ran])
+    if not rows:
+        return []
+    return ["Executed / useful FLOPs without and with sequence packing (`packing: false` / `true`; `auto` runs the "
+            "cheaper), filler rows or sequences included:", "",
+            table.markdown(["job", "padded rows", "packed sequences", "packing: auto ran"], rows), ""]
 
 
 def padding_ceiling(result: ModelResult) -> list[str]:

@@ -11,6 +11,9 @@ Per sequence of padded length ``L`` with hidden ``H``, feed-forward ``I`` and ``
 - attention scores ``Q K^T`` and the weighted sum ``P V``: ``2 * 2*L*L*H`` (all heads together)
 - pooler ``2*H*H`` and classifier ``2*H*C`` once per sequence (classification head), or the LM head
   ``2*L*H*H + 2*L*H*V`` (masked LM: dense transform and the tied vocabulary projection).
+
+The encoder and head counts are tfsent's own (:mod:`tfsent.inference.flops`), which ``packing: auto`` decides with;
+:func:`executed_flops` counts the batches the engine runs, padded or packed (``tfsent.inference.packing``).
 """
 
 from __future__ import annotations
@@ -40,6 +43,13 @@ class EncoderShape:
     num_labels: int = 0
     vocab: int = 0
 
+    def encoder(self):
+        """tfsent's :class:`~tfsent.inference.flops.EncoderFlops` of this shape."""
+        from tfsent.inference.flops import EncoderFlops
+
+        return EncoderFlops(hidden=self.hidden, layers=self.layers, intermediate=self.intermediate,
+                            num_labels=self.num_labels)
+
     @classmethod
     def from_config(cls, config, *, num_labels: int = 0, lm_head: bool = False) -> EncoderShape:
         """Read the sizes from a transformers config (``BertConfig``/``RobertaConfig``) or a dict of its fields."""
@@ -51,11 +61,10 @@ class EncoderShape:
 
 def sequence_flops(shape: EncoderShape, length: int) -> int:
     """Matmul FLOPs of one forward pass over one sequence of (padded) length ``length``."""
-    h, i, n, L = shape.hidden, shape.intermediate, shape.layers, int(length)
-    per_layer = 8 * L * h * h + 4 * L * h * i + 4 * L * L * h
-    head = 2 * h * h + 2 * h * shape.num_labels if shape.num_labels else 0
+    h, L = shape.hidden, int(length)
+    encoder = shape.encoder()
     lm = 2 * L * h * h + 2 * L * h * shape.vocab if shape.vocab else 0
-    return n * per_layer + head + lm
+    return encoder.sequence(L) + encoder.head() + lm
 
 
 def batch_flops(shape: EncoderShape, rows_by_length: Mapping[int, int] | Iterable[tuple[int, int]]) -> int:
@@ -84,14 +93,31 @@ def padded_rows(lengths: Iterable[int], buckets: Iterable[int], global_batch_siz
     Raises:
         ValueError: a length above the top bucket.
     """
-    from tfsent.inference.engine import assign_buckets, batch_plan, spill_partial_batches
+    from tfsent.inference.engine import plan_batches
+
+    edges = sorted(int(b) for b in buckets)
+    rows: dict[int, int] = {}
+    for length, _, batch, steps in plan_batches(np.fromiter(lengths, dtype=np.int64), edges, global_batch_size,
+                                                replicas):
+        rows[length] = rows.get(length, 0) + batch * steps
+    return rows
+
+
+def executed_flops(shape: EncoderShape, lengths: Iterable[int], buckets: Iterable[int], global_batch_size: int,
+                   replicas: int = 1, *, packing: bool | str) -> int:
+    """FLOPs the engine executes on rows of these token counts (a classifier) under ``packing: true|false|auto``:
+    padded rows in their buckets, or the sequences ``tfsent.inference.packing`` packs them into; filler rows or
+    sequences included, a head per row or per head slot (``engine.packing_choice``, ``engine.plan_flops``)."""
+    from tfsent.inference.engine import packing_choice, plan_batches, plan_flops
+    from tfsent.inference.packing import Packing
 
     edges = sorted(int(b) for b in buckets)
     lengths = np.fromiter(lengths, dtype=np.int64)
-    which = spill_partial_batches(assign_buckets(lengths, edges), lengths, edges, global_batch_size)
-    counts = np.bincount(which, minlength=len(edges))
-    return {b: sum(size * steps for size, steps in batch_plan(int(c), global_batch_size, replicas))
-            for b, c in zip(edges, counts) if c}
+    encoder = shape.encoder()
+    spec = None if packing is False else Packing(auto=packing == "auto", first_position=0, flops=encoder)
+    chosen = packing_choice(lengths, edges, spec, global_batch_size, replicas)
+    units = lengths if chosen is None else chosen.lengths
+    return plan_flops(plan_batches(units, edges, global_batch_size, replicas), encoder, packed=chosen is not None)
 
 
 def matmul_rate(dtype: str = "float32", size: int = 1024, chain: int = 8, repeats: int = 5) -> float:

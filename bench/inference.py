@@ -8,6 +8,7 @@ included) is timed separately as what a user waits for.
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 import tempfile
 import time
@@ -136,29 +137,41 @@ def keras_predict(clf, tokenizer, texts: Sequence[str], batch_size: int, label: 
     return _once(keras_predict_mode(clf, tokenizer, texts, batch_size, label), clf)
 
 
-def path_mode(predictor, strategy, texts: Sequence[str], batch_size: int, label: str, name: str
-              ) -> tuple[Mode, int, int]:
-    """tfsent on one execution path: texts tokenized as the driver does, then ``predict_bucketed`` (warmed up on
-    the same texts, so every shape this job uses is compiled before the clock starts).
+@dataclasses.dataclass(frozen=True)
+class PathFlops:
+    """FLOPs of one tfsent job: what ``packing: auto`` executes, what padded rows and packed sequences would
+    (filler rows or sequences included), and the useful FLOPs (each row at its real token count)."""
 
-    Returns:
-        (the mode, FLOPs it executes (padded buckets, filler rows included), useful FLOPs (real tokens only)).
-    """
+    executed: int
+    padded: int
+    packed: int
+    useful: int
+
+
+def path_mode(predictor, strategy, texts: Sequence[str], batch_size: int, label: str, name: str
+              ) -> tuple[Mode, PathFlops]:
+    """tfsent on one execution path, as the driver runs it (``packing: auto``): texts tokenized as the driver
+    does, then ``predict_bucketed`` (warmed up on the same texts, so every shape this job uses is compiled before the
+    clock starts)."""
     from tfsent.inference.engine import predict_bucketed
     from tfsent.inference.tokens import tokenize_texts
+
+    packing = predictor.packing("auto")
 
     def run():
         tokens = tokenize_texts(predictor.tokenizer, texts, BUCKETS[-1], features=predictor.features)
         out = predict_bucketed(predictor.model, strategy, tokens, buckets=BUCKETS, global_batch_size=batch_size,
-                               pad_values=predictor.pad_values)
+                               pad_values=predictor.pad_values, packing=packing)
         assert len(out["label_id"]) == len(texts)
 
     run()
     lengths = token_lengths(predictor.tokenizer, texts)
     shape = encoder_shape(predictor.model)
-    executed = flops_lib.batch_flops(shape, flops_lib.padded_rows(lengths, BUCKETS, batch_size))
-    return (Mode(f"tfsent {name} ({label})", len(texts), run, f"batch {batch_size}, buckets to {BUCKETS[-1]}"),
-            executed, flops_lib.useful_flops(shape, lengths))
+    counts = {setting: flops_lib.executed_flops(shape, lengths, BUCKETS, batch_size, packing=setting)
+              for setting in ("auto", False, True)}
+    return (Mode(f"tfsent {name} ({label})", len(texts), run,
+                 f"batch {batch_size}, buckets to {BUCKETS[-1]}, packing auto"),
+            PathFlops(counts["auto"], counts[False], counts[True], flops_lib.useful_flops(shape, lengths)))
 
 
 def _ragged(tokenizer, texts):

@@ -298,8 +298,10 @@ def render(args, command, desc, torch_info, matmul, results, cold_results, scali
               "`amx_bf16`) are shown but never chosen.", "",
               f"TF matmul rate (best of 5 calls of 8 independent {args.matmul_size}x{args.matmul_size} products, "
               f"graph or XLA, whichever is faster): fp32 **{matmul['fp32'] / 1e9:.1f} GFLOP/s**, bf16 "
-              f"**{matmul['bf16'] / 1e9:.1f} GFLOP/s**. FLOPs (`bench/flops.py`): *executed* = padded buckets "
-              "with filler rows, *useful* = each sentence's real token count.", ""]
+              f"**{matmul['bf16'] / 1e9:.1f} GFLOP/s**. FLOPs (`bench/flops.py`): *executed* = what tfsent ran "
+              "(`packing: auto`: padded buckets with filler rows, or packed sequences with filler sequences, "
+              "whichever counts fewer), *useful* = each sentence's real token count. tfsent's jobs run as "
+              "`tfsent.predict` runs them, `packing: auto`.", ""]
     for r in results:
         parts += compare.render(r, matmul)
     if cold_results:

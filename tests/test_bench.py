@@ -53,6 +53,20 @@ def test_padded_rows_matches_bucketing():
         flops.padded_rows([65], (32, 64), 4)
 
 
+def test_executed_flops_with_and_without_packing():
+    shape = flops.EncoderShape(hidden=4, layers=1, intermediate=8, num_labels=3)
+    # Encoder 4*L*H*(2H + I + L) = 16*L*(16 + L): 3,072 at 8 tokens, 8,192 at 16; head 2*16 + 2*4*3 = 56 per slot.
+    lengths, buckets = [5, 3, 12, 3, 7], (8, 16)
+    # Padded: four rows in one batch of 8 tokens, the 12-token row alone at 16; a head per row.
+    assert flops.executed_flops(shape, lengths, buckets, 4, packing=False) == 4 * 3072 + 8192 + 5 * 56
+    # Packed at 16 (better than 8): sequences [12, 3] and [7, 5, 3], one batch of 2 at 16, 4 head slots each.
+    assert flops.executed_flops(shape, lengths, buckets, 4, packing=True) == 2 * 8192 + 2 * 4 * 56
+    assert flops.executed_flops(shape, lengths, buckets, 4, packing="auto") == 2 * 8192 + 2 * 4 * 56
+    # Rows that fill their bucket: packing (alone at 8, 2 slots each) costs more, so auto runs them padded.
+    assert flops.executed_flops(shape, [8] * 4, buckets, 4, packing=True) == 4 * 3072 + 4 * 2 * 56
+    assert flops.executed_flops(shape, [8] * 4, buckets, 4, packing="auto") == 4 * 3072 + 4 * 56
+
+
 def test_matmul_rate_is_positive():
     assert flops.matmul_rate("float32", size=32, chain=2, repeats=2) > 0
 

@@ -52,6 +52,18 @@ def test_padding_ceiling_is_the_executed_rate_over_the_pipeline_useful_rate():
     assert "at most **6.00x** the pipeline here; it executes 2.00x the useful FLOPs, hence 3.00x." in line
 
 
+def test_packing_table_shows_padded_and_packed_ratios_and_what_auto_ran():
+    result = _result()
+    job = result.jobs[0]
+    job.packing = {result.chosen: (40e9, 24e9, 20e9)}
+    job.flops = {result.chosen: (24e9, 20e9)}  # auto ran the packed plan
+    text = "\n".join(compare.render(result, {"fp32": 100e9, "bf16": 50e9}))
+    assert "| 100-row job | 2.00 | 1.20 | packed |" in text
+    job.packing = {result.chosen: (22e9, 24e9, 20e9)}
+    job.flops = {result.chosen: (22e9, 20e9)}
+    assert compare.packing_table(result)[-2].endswith("| 100-row job | 1.10 | 1.20 | padded |")
+
+
 def test_torch_worker_stays_up_across_requests_and_reports_errors():
     # The tfsent venv's python runs the worker: ping needs no torch, and a failed request leaves it serving.
     with TorchWorker(sys.executable) as worker:

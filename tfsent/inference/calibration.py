@@ -110,7 +110,9 @@ def resolve_execution(strategy: tf.distribute.Strategy, options: PredictOptions,
     if source is None:
         return Resolved(concrete(paths[0]), "rule")
     lengths = bucket_lengths(options.buckets, options.max_length or max(options.buckets))
-    key = execution.cache_key(model_id, flags, tf.__version__, lengths, options.global_batch_size)
+    # The timed runs pack as the job will (`packing`), so a choice timed on padded rows is not reused for packed ones.
+    key = execution.cache_key(f"{model_id} packing={options.packing}", flags, tf.__version__, lengths,
+                              options.global_batch_size)
     loaded: dict[execution.ExecutionPath, Predictor] = {}
     rows: list = []
 
@@ -159,4 +161,4 @@ def _run(predictor: Predictor, strategy, tokens, options: PredictOptions) -> dic
     lengths = bucket_lengths(options.buckets, predictor.max_length)
     return predict_bucketed(predictor.model, strategy, tokens, buckets=lengths,
                             global_batch_size=options.global_batch_size, pad_values=predictor.pad_values,
-                            map_fn=predictor.map_fn())
+                            map_fn=predictor.map_fn(), packing=predictor.packing(options.packing))

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import tensorflow as tf
 
+from tfsent.inference.packing import Packing
 from tfsent.inference.predictor import Predictor, Summary
 from tfsent.inference.tokens import TokenRows
 from tfsent.models import load_classifier, load_tokenizer
@@ -49,6 +50,10 @@ class ClassifierPredictor(Predictor):
         self.features = self.model.features
         self.pad_values = {"input_ids": self.tokenizer.pad_token_id or 0}
         self.label_names = list(self.model.label_names)
+
+    def packing(self, setting: bool | str) -> Packing | None:
+        """The model's packing (``tfsent.models.classifier.SequenceClassifier.packing``), unless ``false``."""
+        return None if setting is False else self.model.packing(auto=setting == "auto")
 
     def empty_outputs(self) -> dict[str, np.ndarray]:
         return {"label_id": np.zeros(0, np.int32), "probs": np.zeros((0, len(self.label_names)), np.float32)}

@@ -279,6 +279,7 @@ def _run_parts(predictor: Predictor, strategy, source, store: PartStore, lengths
     skipped = parts = rows = 0
     end = lo
     map_fn = predictor.map_fn()
+    packing = predictor.packing(options.packing)
     with tqdm(unit="row", disable=not options.progress, desc=f"predict ({predictor.kind})") as bar:
         for job in prefetch(jobs(predictor, source, store, lengths, options, lo, hi)):
             parts += 1
@@ -288,7 +289,7 @@ def _run_parts(predictor: Predictor, strategy, source, store: PartStore, lengths
                 end = job.hi
                 bar.update(job.rows)
                 continue
-            n = _predict_part(predictor, strategy, job, store, lengths, options, map_fn,
+            n = _predict_part(predictor, strategy, job, store, lengths, options, map_fn, packing,
                               with_truncated=source.kind != "documents")
             rows += n
             end = job.hi
@@ -298,7 +299,7 @@ def _run_parts(predictor: Predictor, strategy, source, store: PartStore, lengths
 
 
 def _predict_part(predictor: Predictor, strategy, job: PartJob, store: PartStore, lengths, options: PredictOptions,
-                  map_fn, *, with_truncated: bool) -> int:
+                  map_fn, packing, *, with_truncated: bool) -> int:
     # A function of its own so that the part's outputs, columns and frame are dropped when it returns, not held
     # by the loop while the next part is predicted.
     n = len(job.tokens)
@@ -308,7 +309,8 @@ def _predict_part(predictor: Predictor, strategy, job: PartJob, store: PartStore
     # part; a short part (a small job, or the last part) still runs its tails small.
     out = predict_bucketed(predictor.model, strategy, job.tokens, buckets=lengths,
                            global_batch_size=options.global_batch_size, pad_values=predictor.pad_values,
-                           map_fn=map_fn, shrink_tails=n < options.part_size) if n else predictor.empty_outputs()
+                           map_fn=map_fn, shrink_tails=n < options.part_size, packing=packing) \
+        if n else predictor.empty_outputs()
     cols = dict(job.columns)
     cols.update(predictor.columns(out, job.tokens, with_truncated=with_truncated))
     store.write(PartInfo(job.index, job.lo, job.hi, n, job.sha256), pd.DataFrame(cols))

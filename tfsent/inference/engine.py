@@ -18,6 +18,10 @@ How every row survives a static-shape, multi-replica ``model.predict``:
    input order (TPU pods, ``distribute_datasets_from_function`` sharding). The ids that come back are checked
    against the ids that went in: a missing or duplicated row is an error, never a silently shorter output.
 
+With ``packing`` (:mod:`tfsent.inference.packing`), short rows are first packed into sequences, several rows each,
+and the steps above run on sequences: buckets, filler sequences, fixed shapes. A batch then also has a fixed number of
+head slots, one output per slot; empty slots carry ``example_id == -1`` like filler rows, so step 3 is unchanged.
+
 With ``steps_per_execution`` > 1 (compiled into the model) one host call runs several steps; Keras shortens the
 last execution of a bucket to the steps that remain, so rows are neither dropped nor repeated (the id check above
 would say so).
@@ -32,12 +36,16 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
+from tfsent.inference import packing as packing_lib
+from tfsent.inference.packing import FILLER_ID, Packing, PackedRows
 from tfsent.inference.tokens import TokenRows
 from tfsent.runtime.strategy import check_global_batch, is_tpu
 
 log = logging.getLogger(__name__)
 
-FILLER_ID = -1
+# `packing: auto` packs where the padded plan counts more FLOPs than the packed one by more than this share: the
+# packed batch's own uncounted work (its [L, L] mask, the slot gathers) is a few elementwise ops per score.
+AUTO_MARGIN = 0.02
 # Steps of at most 1.5x (4/3 from 24 tokens on) where doubling buckets pad a sentence by up to 2x (PhraseBank,
 # MiniLM-L6, 10k rows: 1.50x the useful FLOPs with 32/64/128, 1.16x with these).
 # Only buckets that receive rows compile: sentences use a handful of shapes, 512-token chunks mostly one.
@@ -148,6 +156,103 @@ def batch_plan(n_rows: int, global_batch_size: int, replicas: int = 1, *, shrink
     return ([(global_batch_size, full)] if full else []) + [(size, 1)]
 
 
+def plan_batches(lengths: np.ndarray, buckets: Sequence[int], global_batch_size: int, replicas: int = 1, *,
+                 shrink_tail: bool = True) -> list[tuple[int, np.ndarray, int, int]]:
+    """Every batch shape a run of these rows (or packed sequences) executes, in run order.
+
+    Rows go to the smallest bucket that holds them, partial batches spill up where cheaper
+    (:func:`spill_partial_batches`), and each bucket runs :func:`batch_plan`'s shapes.
+
+    Returns:
+        ``(bucket length, row indices, batch size, steps)`` per shape; the indices fill ``batch * steps`` slots
+        (the rest are filler rows).
+
+    Raises:
+        ValueError: a row longer than the top bucket.
+    """
+    lengths = np.asarray(lengths)
+    which = spill_partial_batches(assign_buckets(lengths, buckets), lengths, buckets, global_batch_size)
+    shapes = []
+    for b, length in enumerate(buckets):
+        rows = np.flatnonzero(which == b)
+        start = 0
+        for batch, steps in (batch_plan(rows.size, global_batch_size, replicas, shrink_tail=shrink_tail)
+                             if rows.size else []):
+            shapes.append((int(length), rows[start:start + batch * steps], batch, steps))
+            start += batch * steps
+    return shapes
+
+
+def plan_flops(shapes: Sequence[tuple[int, np.ndarray, int, int]], flops, *, packed: bool) -> int:
+    """FLOPs of :func:`plan_batches`' shapes (``flops``: :class:`~tfsent.inference.flops.EncoderFlops`): every
+    sequence at its bucket length, fillers included; a head per row, or per slot of a packed sequence."""
+    total = 0
+    for length, _, batch, steps in shapes:
+        heads = packing_lib.slots(length) if packed else 1
+        total += batch * steps * (flops.sequence(length) + heads * flops.head())
+    return total
+
+
+class _Rows:
+    """The padded path's units: rows, batched by :func:`pad_rows`."""
+
+    def __init__(self, tokens: TokenRows, pad_values: Mapping[str, int]):
+        self.tokens = tokens
+        self.pad_values = pad_values
+        self.lengths = tokens.lengths
+
+    def batch(self, rows: np.ndarray, length: int, multiple: int) -> dict[str, np.ndarray]:
+        return pad_rows(self.tokens, rows, length, multiple, self.pad_values)
+
+
+def choose_units(tokens: TokenRows, buckets: Sequence[int], packing: Packing | None, pad_values: Mapping[str, int],
+                 global_batch_size: int, replicas: int = 1, *, shrink_tail: bool = True) -> _Rows | PackedRows:
+    """What the run batches: the rows themselves, or the sequences ``packing`` packs them into.
+
+    ``packing.auto`` packs only where :func:`plan_flops` of the packed plan, plus :data:`AUTO_MARGIN`, is below
+    the padded plan's (the same rows, the same buckets and batch shapes): a count, so the choice is the same on
+    every run of the same part.
+    """
+    chosen = packing_choice(tokens.lengths, buckets, packing, global_batch_size, replicas, shrink_tail=shrink_tail)
+    if chosen is None:
+        return _Rows(tokens, pad_values)
+    return packing.lay_out(tokens, chosen, pad_values)
+
+
+def packing_choice(lengths: np.ndarray, buckets: Sequence[int], packing: Packing | None, global_batch_size: int,
+                   replicas: int = 1, *, shrink_tail: bool = True) -> packing_lib.Plan | None:
+    """The plan rows of these lengths are packed with (:func:`pack_plan`), or None where they run padded: no
+    ``packing``, or ``packing.auto`` and a packed plan that does not save more than :data:`AUTO_MARGIN` of the
+    padded plan's FLOPs."""
+    if packing is None:
+        return None
+    best, packed_cost = pack_plan(lengths, buckets, packing, global_batch_size, replicas, shrink_tail=shrink_tail)
+    if packing.auto and packed_cost is not None:  # without encoder sizes nothing is counted: pack
+        padded = plan_batches(lengths, buckets, global_batch_size, replicas, shrink_tail=shrink_tail)
+        if packed_cost * (1 + AUTO_MARGIN) >= plan_flops(padded, packing.flops, packed=False):
+            return None
+    return best
+
+
+def pack_plan(lengths: np.ndarray, buckets: Sequence[int], packing: Packing, global_batch_size: int,
+              replicas: int = 1, *, shrink_tail: bool = True) -> tuple[packing_lib.Plan, int | None]:
+    """The packing plan, among those of ``packing.capacities``, whose batches count the fewest FLOPs.
+
+    Returns:
+        ``(plan, its FLOPs)``; the FLOPs are None when ``packing`` has no encoder sizes (one capacity, not costed).
+    """
+    best, best_cost = None, None
+    for capacity in packing.capacities(buckets):
+        candidate = packing_lib.plan(lengths, buckets, capacity, packing.gap)
+        if packing.flops is None:
+            return candidate, None
+        shapes = plan_batches(candidate.lengths, buckets, global_batch_size, replicas, shrink_tail=shrink_tail)
+        cost = plan_flops(shapes, packing.flops, packed=True)
+        if best_cost is None or cost < best_cost:
+            best, best_cost = candidate, cost
+    return best, best_cost
+
+
 def pad_rows(tokens: TokenRows, rows: np.ndarray, length: int, multiple: int,
              pad_values: Mapping[str, int]) -> dict[str, np.ndarray]:
     """Stack the given rows into ``[n, length]`` int32 arrays, padded up to a multiple of ``multiple`` rows.
@@ -201,7 +306,8 @@ def predict_bucketed(model: tf_keras.Model, strategy: tf.distribute.Strategy, to
                      buckets: Sequence[int],
                      global_batch_size: int, pad_values: Mapping[str, int] | None = None,
                      on_rows: Callable[[int], None] | None = None,
-                     map_fn: Callable | None = None, shrink_tails: bool = True) -> dict[str, np.ndarray]:
+                     map_fn: Callable | None = None, shrink_tails: bool = True,
+                     packing: Packing | None = None) -> dict[str, np.ndarray]:
     """Run a compiled, distributed ``model.predict`` over variable-length rows; return one output per row.
 
     Args:
@@ -217,6 +323,8 @@ def predict_bucketed(model: tf_keras.Model, strategy: tf.distribute.Strategy, to
             LM's evaluation masking, ``tfsent.data.masking.masking_map_fn``).
         shrink_tails: run each bucket's last, partial batch at a smaller shape (:func:`batch_plan`); False pads
             it to the global batch, so that the calls compile one shape per bucket (never on a TPU anyway).
+        packing: pack rows into sequences first (:func:`choose_units`); the model's ``predict_step`` must then
+            take packed batches (``SequenceClassifier`` does). None runs the rows padded.
 
     Returns:
         The model's outputs (without ``example_id``), each with first dimension ``n_rows``, in row order.
@@ -229,26 +337,22 @@ def predict_bucketed(model: tf_keras.Model, strategy: tf.distribute.Strategy, to
     n = len(tokens)
     if n == 0:
         raise ValueError("nothing to predict: 0 rows")
-    lengths = tokens.lengths
-    which = spill_partial_batches(assign_buckets(lengths, buckets), lengths, buckets, global_batch_size)
-    pieces: list[dict[str, np.ndarray]] = []
+    replicas = strategy.num_replicas_in_sync
     # A TPU compilation costs more than the padded rows it would save.
     shrink_tail = shrink_tails and not is_tpu(strategy)
-    for b, length in enumerate(buckets):
-        rows = np.flatnonzero(which == b)
-        start = 0
-        for batch, steps in (batch_plan(rows.size, global_batch_size, strategy.num_replicas_in_sync,
-                                        shrink_tail=shrink_tail) if rows.size else []):
-            mine = rows[start:start + batch * steps]
-            start += mine.size
-            arrays = pad_rows(tokens, mine, length, batch, pad_values or {})
-            callbacks = [_Progress(on_rows, batch)] if on_rows else []
-            dist = strategy.distribute_datasets_from_function(_dataset_fn(arrays, batch, map_fn))
-            out = model.predict(dist, steps=steps, verbose=0, callbacks=callbacks)
-            if not isinstance(out, dict) or "example_id" not in out:
-                raise ValueError(f"{type(model).__name__}.predict_step must return a dict with 'example_id', "
-                                 f"got {type(out).__name__}")
-            pieces.append({k: np.asarray(v) for k, v in out.items()})
+    units = choose_units(tokens, buckets, packing, pad_values or {}, global_batch_size, replicas,
+                         shrink_tail=shrink_tail)
+    pieces: list[dict[str, np.ndarray]] = []
+    for length, mine, batch, steps in plan_batches(units.lengths, buckets, global_batch_size, replicas,
+                                                   shrink_tail=shrink_tail):
+        arrays = units.batch(mine, length, batch)
+        callbacks = [_Progress(on_rows, batch)] if on_rows else []
+        dist = strategy.distribute_datasets_from_function(_dataset_fn(arrays, batch, map_fn))
+        out = model.predict(dist, steps=steps, verbose=0, callbacks=callbacks)
+        if not isinstance(out, dict) or "example_id" not in out:
+            raise ValueError(f"{type(model).__name__}.predict_step must return a dict with 'example_id', "
+                             f"got {type(out).__name__}")
+        pieces.append({k: np.asarray(v) for k, v in out.items()})
     return reorder(pieces, n)
 
 

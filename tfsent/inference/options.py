@@ -47,6 +47,9 @@ class PredictOptions:
     # "auto" (either) is made concrete per machine by tfsent.inference.calibration before the fingerprint is taken.
     precision: str = _result("float32")
     jit_compile: bool | str | None = _result(None)
+    # Packed probabilities equal padded ones within 1e-5, not bit for bit (like jit_compile): a resumed run reuses
+    # only parts computed the same way, so its output never depends on which parts an earlier run finished.
+    packing: bool | str = _result("auto")
     mask_seed: int = _result(EVAL_MASK_SEED)
     # The kept columns and the gold labels are stored in every part, so they must match for a part to be reused.
     keep_columns: tuple[str, ...] = _result(())
@@ -89,6 +92,8 @@ class PredictOptions:
             object.__setattr__(self, "documents", ChunkOptions(**self.documents))
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision={self.precision!r} is unknown; expected one of {', '.join(PRECISIONS)}")
+        if self.packing not in (True, False, "auto"):
+            raise ValueError(f"packing={self.packing!r} must be true, false or auto")
         if self.jit_compile not in (True, False, None, "auto"):
             raise ValueError(f"jit_compile={self.jit_compile!r} must be true, false, null or auto")
         if self.part_size < 1:

@@ -17,6 +17,8 @@ import numpy as np
 import pandas as pd
 import tensorflow as tf
 
+from tfsent.config import ConfigError
+from tfsent.inference.packing import Packing
 from tfsent.inference.tokens import TokenRows
 
 
@@ -50,6 +52,18 @@ class Predictor(abc.ABC):
     features: tuple[str, ...] = ("input_ids", "attention_mask")
     pad_values: Mapping[str, int] = {}
     max_length: int
+
+    def packing(self, setting: bool | str) -> Packing | None:
+        """How the engine packs this model's rows for ``packing: auto|true|false``, or None (rows run padded).
+
+        Default: a kind that cannot take packed batches runs padded under ``auto``.
+
+        Raises:
+            ConfigError: ``packing: true`` for a kind that cannot pack.
+        """
+        if setting is True:
+            raise ConfigError(f"packing=true: a {self.kind} predicts each row padded; use packing=auto or false")
+        return None
 
     def map_fn(self) -> Callable | None:
         """A batch-level ``features -> features`` step for the input pipeline, or None."""

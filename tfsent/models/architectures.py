@@ -53,6 +53,11 @@ class Architecture:
             backbone may still build a pooler (MPNet) that PyTorch checkpoints leave out: unused, so not missing.
         xla: transformers' TF code of this architecture compiles with XLA (DeBERTa v1's does not: its attention
             has a ``tf.cond`` whose branches return tensors of different ranks); without it tfsent runs the graph.
+        packed_encoder: how a packed batch runs the backbone with a block-diagonal mask, a key of
+            :data:`tfsent.models.packing.ENCODERS` (``bert``: embeddings then encoder with an additive
+            ``[B, 1, L, L]`` mask; ``deberta``: the encoder takes a 0/1 ``[B, L, L]`` mask itself; ...).
+        packed_head: how the classification head runs on each packed row's first token, a key of
+            :data:`tfsent.models.packing.HEADS`.
     """
 
     model_type: str
@@ -65,6 +70,8 @@ class Architecture:
     tokenizer: Tokenizer
     pooled_head: bool = False
     xla: bool = True
+    packed_encoder: str = "bert"
+    packed_head: str = "sequence"
 
     def config_cls(self):
         """The transformers config class."""
@@ -88,6 +95,12 @@ class Architecture:
             return int(_get(config, "pad_token_id", 1)) + 1
         return 0
 
+    def packing_gap(self, config: Any) -> int:
+        """Padding tokens packed rows need between them: a convolution over the sequence (DeBERTa-v2's
+        ``conv_kernel_size``) reaches ``(k - 1) // 2`` tokens past a row's ends, and must find padding there."""
+        kernel = int(_get(config, "conv_kernel_size", 0) or 0)
+        return (kernel - 1) // 2 if kernel > 0 else 0
+
 
 def _get(config: Any, key: str, default: Any = None) -> Any:
     if isinstance(config, dict):
@@ -102,26 +115,29 @@ def _roberta_like(model_type: str, family: str, prefix: str, tokenizer: Tokenize
 
 ARCHITECTURES: dict[str, Architecture] = {a.model_type: a for a in (
     Architecture("bert", "BERT", "BertConfig", "TFBertForSequenceClassification", token_types=True,
-                 positions=Positions.FROM_ZERO, layers="encoder.layer", tokenizer=Tokenizer.WORDPIECE, pooled_head=True),
+                 positions=Positions.FROM_ZERO, layers="encoder.layer", tokenizer=Tokenizer.WORDPIECE, pooled_head=True,
+                 packed_head="pooler"),
     _roberta_like("roberta", "RoBERTa (DistilRoBERTa)", "Roberta", Tokenizer.BYTE_BPE),
     _roberta_like("xlm-roberta", "XLM-RoBERTa", "XLMRoberta", Tokenizer.SENTENCEPIECE),
     _roberta_like("camembert", "CamemBERT", "Camembert", Tokenizer.SENTENCEPIECE),
     Architecture("distilbert", "DistilBERT", "DistilBertConfig", "TFDistilBertForSequenceClassification",
                  token_types=False, positions=Positions.FROM_ZERO, layers="transformer.layer",
-                 tokenizer=Tokenizer.WORDPIECE),
+                 tokenizer=Tokenizer.WORDPIECE, packed_encoder="distilbert", packed_head="pre_classifier"),
     # ALBERT shares one block across its layers: the shared group is one "layer" for discriminative rates.
     Architecture("albert", "ALBERT", "AlbertConfig", "TFAlbertForSequenceClassification", token_types=True,
                  positions=Positions.FROM_ZERO, layers="encoder.albert_layer_groups",
-                 tokenizer=Tokenizer.SENTENCEPIECE, pooled_head=True),
+                 tokenizer=Tokenizer.SENTENCEPIECE, pooled_head=True, packed_encoder="albert",
+                 packed_head="dense_pooler"),
     Architecture("electra", "ELECTRA", "ElectraConfig", "TFElectraForSequenceClassification", token_types=True,
                  positions=Positions.FROM_ZERO, layers="encoder.layer", tokenizer=Tokenizer.WORDPIECE),
     Architecture("deberta-v2", "DeBERTa-v2/v3", "DebertaV2Config", "TFDebertaV2ForSequenceClassification",
                  token_types=True, positions=Positions.FROM_ZERO, layers="encoder.layer",
-                 tokenizer=Tokenizer.SENTENCEPIECE),
+                 tokenizer=Tokenizer.SENTENCEPIECE, packed_encoder="deberta", packed_head="context_pooler"),
     Architecture("deberta", "DeBERTa", "DebertaConfig", "TFDebertaForSequenceClassification", token_types=True,
-                 positions=Positions.FROM_ZERO, layers="encoder.layer", tokenizer=Tokenizer.BYTE_BPE, xla=False),
+                 positions=Positions.FROM_ZERO, layers="encoder.layer", tokenizer=Tokenizer.BYTE_BPE, xla=False,
+                 packed_encoder="deberta", packed_head="context_pooler"),
     # MPNet: BERT's WordPiece vocabulary with <s>/</s> as its [CLS]/[SEP], RoBERTa's positions.
-    _roberta_like("mpnet", "MPNet", "MPNet", Tokenizer.WORDPIECE),
+    dataclasses.replace(_roberta_like("mpnet", "MPNet", "MPNet", Tokenizer.WORDPIECE), packed_encoder="mpnet"),
 )}
 
 

@@ -27,10 +27,13 @@ from typing import Any
 import tensorflow as tf
 import tf_keras
 
+from tfsent.inference.flops import EncoderFlops
+from tfsent.inference.packing import Packing
 from tfsent.models import architectures
 from tfsent.models import labels as labels_lib
 from tfsent.models import loading, sources, weights
 from tfsent.models.base import PretrainedModel
+from tfsent.models.packing import is_packed, packed_logits
 
 log = logging.getLogger(__name__)
 
@@ -106,12 +109,33 @@ class SequenceClassifier(PretrainedModel):
         """The transformer main layer (embeddings, encoder, pooler if any)."""
         return getattr(self.hf_model, self.hf_model.base_model_prefix)
 
+    def first_position(self) -> int:
+        """Position id of a sequence's first token as the embeddings number them: 0, or one past the embeddings'
+        padding index (RoBERTa family, MPNet; transformers' TF embeddings fix that index at 1, whatever the config's
+        ``pad_token_id``)."""
+        if self.architecture.positions is architectures.Positions.AFTER_PAD:
+            return int(self.backbone.embeddings.padding_idx) + 1
+        return 0
+
+    def packing(self, *, auto: bool) -> Packing:
+        """How to pack rows for this model (:mod:`tfsent.inference.packing`); ``auto`` packs only where it saves
+        FLOPs."""
+        config = self.hf_model.config
+        first = self.first_position()
+        return Packing(auto=auto, first_position=first, uncounted_id=first - 1 if first else None,
+                       gap=self.architecture.packing_gap(config),
+                       flops=EncoderFlops.from_config(config, num_labels=len(self.label_names)))
+
     def call(self, features: Mapping[str, tf.Tensor], training: bool = False) -> tf.Tensor:
         """Return float32 logits ``[batch, num_labels]`` for a batch of int32 features.
 
         Uses the architecture's features (``input_ids``, ``attention_mask``, and ``token_type_ids`` where the
         model reads segment ids and the batch has them); other keys such as ``label`` or ``example_id`` are ignored.
+        A packed batch (``segment_ids`` instead of an attention mask, :mod:`tfsent.models.packing`) gives one row of
+        logits per head slot, ``[batch * slots, num_labels]``.
         """
+        if is_packed(features):
+            return packed_logits(self, features, training=training)
         missing = [k for k in ("input_ids", "attention_mask") if k not in features]
         if missing:
             raise KeyError(f"classifier features lack {missing}; got keys {sorted(features)}")
@@ -121,7 +145,8 @@ class SequenceClassifier(PretrainedModel):
 
     def predict_step(self, data) -> dict[str, tf.Tensor]:
         """Reduced predictions: ``example_id`` int32 [B], ``label_id`` int32 [B] (model order), ``probs`` float32
-        [B, C]. Hidden states never leave the device."""
+        [B, C]. Hidden states never leave the device. A packed batch's ``[B, K]`` head slots give ``B * K`` of each,
+        one per slot (empty slots have ``example_id == -1``)."""
         x, _, _ = tf_keras.utils.unpack_x_y_sample_weight(data)
         if "example_id" not in x:
             raise KeyError(f"predict needs an 'example_id' feature to put outputs back in order; got {sorted(x)}")
