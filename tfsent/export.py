@@ -19,6 +19,7 @@ from tfsent.inference.serving import ExportError, export_text_model, wordpiece_s
 from tfsent.models import CheckpointError, load_classifier, load_tokenizer
 from tfsent.models.masked_lm import SPEC_FILE as MASKED_LM_SPEC
 from tfsent.runtime.cli import hydra_entry
+from tfsent.runtime.paths import check_writable
 
 INPUTS = ("text", "token_ids")
 
@@ -42,6 +43,7 @@ def export(cfg: DictConfig) -> pathlib.Path:
         raise CheckpointError(f"{ckpt}: a masked language model; export serves sequence classifiers")
     if output.exists() and not cfg.overwrite:
         raise ExportError(f"output={output} already exists", hint="add overwrite=true to replace it")
+    check_writable(output, "output")  # before the weights load
     tokenizer = load_tokenizer(ckpt)
     if inputs == "text":
         wordpiece_spec(tokenizer, str(ckpt))  # a tokenizer the graph cannot run fails before the weights load

@@ -45,6 +45,7 @@ from tfsent.inference.parts import PartInfo, PartStore, remove_folder
 from tfsent.inference.predictor import Predictor, kind_of, load_predictor
 from tfsent.inference.stream import PartJob, jobs, prefetch
 from tfsent.models.loading import check_checkpoint
+from tfsent.runtime import execution, paths
 from tfsent.runtime.memory import steady_heap
 from tfsent.runtime.strategy import is_tpu
 from tfsent.runtime.strategy import check_global_batch, make_strategy
@@ -91,12 +92,16 @@ def _check_paths(input: pathlib.Path, output: pathlib.Path, overwrite: bool, wri
                           "the input would be destroyed")
     if output.is_dir():
         raise OutputError(f"output={output} is a folder; name a file (.csv, .jsonl or .parquet)")
-    parent = real_out.parent
-    while not parent.exists():
-        parent = parent.parent
-    if not os.access(parent, os.W_OK):
-        raise OutputError(f"output={output}: cannot write in {parent} (permission denied)")
-    if writes_output and output.exists():
+    paths.check_writable(real_out, "output")
+    if os.environ.get("TFSENT_CACHE_DIR"):  # where an execution calibration records its choice
+        paths.check_writable(execution.cache_file(), "TFSENT_CACHE_DIR")
+    if writes_output:
+        _check_free(output, overwrite)
+
+
+def _check_free(output: pathlib.Path, overwrite: bool) -> None:
+    # Checked again once the parts folder is locked: a run that held the lock meanwhile may have written it.
+    if output.exists():
         if not overwrite:
             raise OutputError(f"output={output} already exists; pass overwrite=true to replace it, or choose "
                               "another output")
@@ -153,6 +158,20 @@ def predict(ckpt_path: str | os.PathLike, input: str | os.PathLike, output: str 
     fmt = inputs.infer_format(input, options.input_format)
     shard, strategy_name = _shard_plan(options)
     _check_paths(input, output, options.overwrite, shard.merges or options.merge)
+    if options.merge:
+        return _predict_locked(ckpt_path, input, output, out_fmt, fmt, shard, strategy_name, options, strategy, None,
+                               start)
+    # Locked before the checkpoint is read: a second run on this output stops here, before loading anything.
+    with PartStore(sharded.parts_folder(output, shard.index, shard.count)) as store:
+        if shard.merges:
+            _check_free(output, options.overwrite)
+        return _predict_locked(ckpt_path, input, output, out_fmt, fmt, shard, strategy_name, options, strategy,
+                               store, start)
+
+
+def _predict_locked(ckpt_path: pathlib.Path, input: pathlib.Path, output: pathlib.Path, out_fmt: str, fmt: str,
+                    shard: _Shard, strategy_name: str, options: PredictOptions, strategy, store: PartStore | None,
+                    start: float) -> dict:
     check_checkpoint(ckpt_path)
     # Before the strategy starts TensorFlow's thread pools: what a part frees goes back to the system.
     steady_heap()
@@ -179,30 +198,30 @@ def predict(ckpt_path: str | os.PathLike, input: str | os.PathLike, output: str 
     if fmt == "tfrecord":
         source.max_length = lengths[-1]
 
-    folder = sharded.parts_folder(output, shard.index, shard.count)
-    with PartStore(folder, fp, {"shard": shard.index, "shards": shard.count}) as store:
-        lo, hi, total = 0, None, None
-        if shard.count > 1:
-            total = source.count()
-            lo, hi = _slice(total, shard, fmt, options.part_size)
-        run = _run_parts(predictor, strategy, source, store, lengths, options, lo, hi)
-        if (total if shard.count > 1 else run["rows"]) == 0:
-            raise DataError(f"{input}: nothing to predict (no rows or chunks)")
-        summary = {"parts": run["parts"], "parts_skipped": run["skipped"], "buckets": list(lengths),
-                   "replicas": strategy.num_replicas_in_sync}
-        if shard.count > 1:
-            sharded.mark_complete(folder, lo, run["end"], total, run["parts"])
-            summary.update(shard=shard.index, shards=shard.count, lo=lo, hi=run["end"], rows=run["rows"])
-            if not shard.merges:
-                log.info("shard %d of %d: units %d..%d predicted into %s", shard.index, shard.count, lo,
-                         run["end"] - 1, folder)
-                return _finish(summary, start)
-            stores = sharded.check_shards(output, shard.count, fp, wait_s=options.shard_wait_s)
-            merged = merge(stores, source, output, out_fmt, kind, fmt, options)
-        else:
-            merged = merge([(folder, {"lo": 0, "hi": run["end"], "parts": run["parts"]})], source, output, out_fmt,
-                            kind, fmt, options)
-            remove_folder(folder)
+    folder = store.dir
+    store.begin(fp, {"shard": shard.index, "shards": shard.count})
+    lo, hi, total = 0, None, None
+    if shard.count > 1:
+        total = source.count()
+        lo, hi = _slice(total, shard, fmt, options.part_size)
+    run = _run_parts(predictor, strategy, source, store, lengths, options, lo, hi)
+    if (total if shard.count > 1 else run["rows"]) == 0:
+        raise DataError(f"{input}: nothing to predict (no rows or chunks)")
+    summary = {"parts": run["parts"], "parts_skipped": run["skipped"], "buckets": list(lengths),
+               "replicas": strategy.num_replicas_in_sync}
+    if shard.count > 1:
+        sharded.mark_complete(folder, lo, run["end"], total, run["parts"])
+        summary.update(shard=shard.index, shards=shard.count, lo=lo, hi=run["end"], rows=run["rows"])
+        if not shard.merges:
+            log.info("shard %d of %d: units %d..%d predicted into %s", shard.index, shard.count, lo,
+                     run["end"] - 1, folder)
+            return _finish(summary, start)
+        stores = sharded.check_shards(output, shard.count, fp, wait_s=options.shard_wait_s)
+        merged = merge(stores, source, output, out_fmt, kind, fmt, options)
+    else:
+        merged = merge([(folder, {"lo": 0, "hi": run["end"], "parts": run["parts"]})], source, output, out_fmt,
+                        kind, fmt, options)
+        remove_folder(folder)
     if shard.count > 1:
         for f, _ in stores:
             remove_folder(f)

@@ -47,6 +47,25 @@ def _umask() -> int:
     return mask
 
 
+def umask_modes(path: str | os.PathLike) -> None:
+    """Give ``path`` and, for a folder, everything in it the mode the user's umask gives a new file or folder.
+
+    Writers create some files with their own mode (``tempfile.mkstemp``/``mkdtemp`` 0600/0700, safetensors 0600),
+    so a model saved by one user could not be read by another (a serving container, a team folder). Applied to
+    every temporary file and folder before it is renamed into place, the result is what the umask says, whoever
+    wrote the bytes. Executable files (none are written today) keep their execute bits, filtered by the umask.
+    """
+    mask = _umask()
+    path = pathlib.Path(path)
+    entries = [path, *path.rglob("*")] if path.is_dir() and not path.is_symlink() else [path]
+    for entry in entries:
+        if entry.is_symlink():
+            continue
+        mode = entry.stat().st_mode
+        full = 0o777 if entry.is_dir() or mode & 0o111 else 0o666
+        os.chmod(entry, full & ~mask)
+
+
 @contextlib.contextmanager
 def open_for_write(path: str | os.PathLike, mode: str = "w", **kwargs) -> Iterator:
     """Open a temporary sibling of ``path`` for writing; rename it to ``path`` only if the block succeeds.
@@ -69,7 +88,7 @@ def open_for_write(path: str | os.PathLike, mode: str = "w", **kwargs) -> Iterat
             yield f
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the file the usual permissions
+        umask_modes(tmp)  # mkstemp creates 0600; give the file the usual permissions
         os.replace(tmp, path)
     except BaseException as e:
         with contextlib.suppress(FileNotFoundError):
@@ -103,9 +122,9 @@ def directory(path: str | os.PathLike, overwrite: bool = False) -> Iterator[path
         raise FileExistsError(f"{path}: already exists; remove it or pass overwrite=True")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".tmp-{path.name}.", dir=path.parent))
-    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp creates 0700
     try:
         yield tmp
+        umask_modes(tmp)  # mkdtemp creates 0700, safetensors writes 0600: what the block wrote gets the umask's
         if path.exists():
             old = path.with_name(f".old-{path.name}.{os.getpid()}")
             os.replace(path, old)
