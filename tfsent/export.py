@@ -41,9 +41,9 @@ def export(cfg: DictConfig) -> pathlib.Path:
         raise ConfigError(f"inputs={inputs!r} must be one of {', '.join(INPUTS)}")
     if (ckpt / MASKED_LM_SPEC).is_file():
         raise CheckpointError(f"{ckpt}: a masked language model; export serves sequence classifiers")
+    check_writable(output, "output")  # before the weights load
     if output.exists() and not cfg.overwrite:
         raise ExportError(f"output={output} already exists", hint="add overwrite=true to replace it")
-    check_writable(output, "output")  # before the weights load
     tokenizer = load_tokenizer(ckpt)
     if inputs == "text":
         wordpiece_spec(tokenizer, str(ckpt))  # a tokenizer the graph cannot run fails before the weights load

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import pathlib
 import shlex
 import sys
 from typing import Any
@@ -91,7 +90,7 @@ def train(cfg: DictConfig, run_dir: str | os.PathLike, command: str | None = Non
 
     spec = train_spec(cfg)
     prepared = spec.data.prepared_dir
-    if prepared and not pathlib.Path(prepared).exists():  # written by this run: checked before any compute
+    if prepared and not os.path.isdir(prepared):  # written by this run: checked before any compute
         check_writable(prepared, "data.prepared_dir")
     return loop.train(dataclasses.replace(spec, command=command), run_dir)
 

@@ -86,15 +86,15 @@ def fingerprint(ckpt_path: pathlib.Path, input: pathlib.Path, fmt: str, kind: st
 
 
 def _check_paths(input: pathlib.Path, output: pathlib.Path, overwrite: bool, writes_output: bool) -> None:
+    paths.check_writable(output, "output")
     real_in, real_out = input.resolve(), output.resolve()
     if real_in == real_out:
         raise OutputError(f"output={output} is the input {input} (after resolving links); choose another output, "
                           "the input would be destroyed")
     if output.is_dir():
         raise OutputError(f"output={output} is a folder; name a file (.csv, .jsonl or .parquet)")
-    paths.check_writable(real_out, "output")
     if os.environ.get("TFSENT_CACHE_DIR"):  # where an execution calibration records its choice
-        paths.check_writable(execution.cache_file(), "TFSENT_CACHE_DIR")
+        paths.check_writable(execution.cache_file().parent, "TFSENT_CACHE_DIR", derived=False)
     if writes_output:
         _check_free(output, overwrite)
 
@@ -157,6 +157,8 @@ def predict(ckpt_path: str | os.PathLike, input: str | os.PathLike, output: str 
     out_fmt = outputs.infer_format(output, options.output_format)
     fmt = inputs.infer_format(input, options.input_format)
     shard, strategy_name = _shard_plan(options)
+    paths.check_readable(ckpt_path, "ckpt_path")
+    paths.check_readable(input, "input")
     _check_paths(input, output, options.overwrite, shard.merges or options.merge)
     if options.merge:
         return _predict_locked(ckpt_path, input, output, out_fmt, fmt, shard, strategy_name, options, strategy, None,

@@ -35,10 +35,19 @@ def _user_cause(error: BaseException) -> OSError | None:
         seen.add(id(error))
         if isinstance(error, OSError) and error.errno in _USER_ERRNOS:
             return error
-        if isinstance(error, OSError) and "No space left on device" in str(error):
-            return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # pyarrow keeps only the message
+        if "No space left on device" in str(error):
+            # pyarrow (an OSError) and TensorFlow (ResourceExhaustedError) keep only the message
+            return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         error = error.__cause__ or error.__context__
     return None
+
+
+def _raise_user_cause(path: pathlib.Path, error: BaseException) -> None:
+    """Raise :class:`WriteError` naming ``path`` when ``error`` comes from a full disk, a quota or permissions."""
+    cause = _user_cause(error)
+    if cause is not None:
+        raise WriteError(f"{path}: {_USER_ERRNOS[cause.errno]} while writing; nothing was written under this "
+                         "name (free space or fix the permissions, then run the same command again)") from None
 
 
 def _umask() -> int:
@@ -93,10 +102,7 @@ def open_for_write(path: str | os.PathLike, mode: str = "w", **kwargs) -> Iterat
     except BaseException as e:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        cause = _user_cause(e)
-        if cause is not None:
-            raise WriteError(f"{path}: {_USER_ERRNOS[cause.errno]} while writing; nothing was written under this "
-                             "name (free space or fix the permissions, then run the same command again)") from None
+        _raise_user_cause(path, e)
         raise
 
 
@@ -132,8 +138,9 @@ def directory(path: str | os.PathLike, overwrite: bool = False) -> Iterator[path
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
+        _raise_user_cause(path, e)
         raise
 
 

@@ -84,6 +84,25 @@ def check_writable(path: str | os.PathLike, key: str, *, derived: bool = True) -
     return path
 
 
+def check_readable(path: str | os.PathLike, key: str) -> None:
+    """Fail in one line when ``path`` (an input or checkpoint) cannot even be looked up: a name too long, a parent
+    that is a file, a symlink loop. A missing or unreadable path is left to the reader, which names it.
+
+    Raises:
+        PathError: the lookup failed for one of those causes.
+    """
+    try:
+        os.stat(path)
+    except (FileNotFoundError, PermissionError):
+        return
+    except OSError as e:
+        name = errno.errorcode.get(e.errno, str(e.errno))
+        if e.errno == errno.ENOTDIR:
+            anchor = _nearest_existing(pathlib.Path(os.path.abspath(path)))
+            raise PathError(f"{key}={path}: not found, {anchor} is a file, not a folder (ENOTDIR)") from None
+        raise PathError(f"{key}={path}: {e.strerror.lower()} ({name})") from None
+
+
 def _read_only(folder: pathlib.Path) -> bool:
     try:
         return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
