@@ -25,6 +25,8 @@ _FAILED: list[str] = []
 def _category(nodeid: str) -> str | None:
     for module, category in CATEGORIES.items():
         if f"/{module}.py::" in nodeid:
+            if module == "test_signals" and nodeid.endswith("]"):  # one row per command: [predict] ...
+                return f"{category}: {nodeid.rsplit('[', 1)[1][:-1]}"
             return category
     return None
 
@@ -63,19 +65,27 @@ def pytest_runtest_logreport(report):
             _FAILED.append(report.nodeid)
 
 
+def _previous_rows(path: pathlib.Path) -> dict[str, str]:
+    if not path.is_file():
+        return {}
+    rows = [line for line in path.read_text().splitlines() if line.startswith("| ") and line.count("|") == 9]
+    return {row.split("|")[1].strip(): row for row in rows if row.split("|")[1].strip() != "category"}
+
+
 def pytest_sessionfinish(session):
     target = os.environ.get("TFSENT_RELIABILITY_REPORT")
     if not target or hasattr(session.config, "workerinput") or not _ITEMS:
         return
-    rows = []
-    for category in dict.fromkeys(CATEGORIES.values()):
-        items, points = _ITEMS.get(category, {}), _POINTS.get(category, {})
-        if not items:
-            continue
-        tried = items.get("held", 0) + items.get("failed", 0)
-        rows.append(f"| {category} | {tried} | {items.get('held', 0)} | {items.get('failed', 0)} | "
-                    f"{items.get('skipped', 0)} | {points.get('tried', 0)} | {points.get('held', 0)} |")
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    # A session that ran only some categories (a failure fixed, then its cases run again) replaces their rows and
+    # keeps the others' from the last run that had them.
+    rows = _previous_rows(pathlib.Path(target))
+    for category in sorted(_ITEMS):
+        items, points = _ITEMS[category], _POINTS.get(category, {})
+        tried = items.get("held", 0) + items.get("failed", 0)
+        rows[category] = (f"| {category} | {tried} | {items.get('held', 0)} | {items.get('failed', 0)} | "
+                          f"{items.get('skipped', 0)} | {points.get('tried', 0)} | {points.get('held', 0)} | {when} |")
+    rows = [rows[c] for c in sorted(rows)]
     failed = "\n".join(f"- {f}" for f in _FAILED) or "- none"
     text = f"""# Reliability: the fault suite's last full run
 
@@ -86,11 +96,11 @@ A *case* is one test (one parametrized variant); a *point* is one try inside a c
 one of the seeded moments of a run, then a re-run compared byte for byte with an uninterrupted run's output).
 Skipped cases could not run on that machine (a mount not permitted, a missing data folder) and count as not tried.
 
-| category | cases tried | held | failed | skipped | points tried | points held |
-|---|---|---|---|---|---|---|
+| category | cases tried | held | failed | skipped | points tried | points held | run |
+|---|---|---|---|---|---|---|---|
 {chr(10).join(rows)}
 
-Failures:
+Failures in this run:
 {failed}
 """
     pathlib.Path(target).write_text(text)

@@ -20,10 +20,15 @@ import shutil
 import signal
 import time
 
+import pandas as pd
 import pytest
 
 from fault_helpers import kill, launch, processes, tails, wait_all
 from helpers.commands import leftovers, predict_args, sentences
+from tfsent.inference.driver import predict
+from tfsent.inference.options import PredictOptions
+from tfsent.inference.outputs import OutputError
+from tfsent.inference.parts import MERGING, PartInfo, PartStore
 from tfsent.runtime.atomic import sha256_tree
 
 POINTS = int(os.environ.get("TFSENT_FAULT_POINTS", "20"))
@@ -35,9 +40,6 @@ TRAIN = ["-m", "tfsent.train", "+experiment=finbert_tone_tiny", "strategy=cpu", 
          "trainer.jit_compile=false", "trainer.steps_per_execution=1", "trainer.epochs=2", "trainer.steps_per_epoch=4",
          "trainer.global_batch_size=16", "trainer.eval_batch_size=32", "callbacks.backup_save_freq=1",
          "callbacks.tensorboard=false", "data.num_shards={train:1,validation:1,test:1}"]
-
-pytestmark = pytest.mark.slow
-
 
 def _job(kind: str, ckpt: pathlib.Path, root: pathlib.Path) -> tuple[list[str], list[pathlib.Path], pathlib.Path]:
     """(command, the outputs compared, the folder that must hold nothing else of tfsent's) for one kind."""
@@ -103,6 +105,7 @@ def _clear(kind: str, outputs: list[pathlib.Path], work: pathlib.Path) -> None:
         shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["predict", "documents", "evaluation", "export", "train"])
 def test_a_rerun_after_a_signal_writes_the_uninterrupted_output(kind, ckpt, tmp_path, cases):
     args, outs, work = _job(kind, ckpt, tmp_path)
@@ -145,3 +148,29 @@ def test_a_rerun_after_a_signal_writes_the_uninterrupted_output(kind, ckpt, tmp_
             broken.append(what + "\n" + tails(logs))
         _clear(kind, outs, work)
     assert not broken, "\n".join(broken)
+
+
+def test_parts_left_by_a_run_stopped_after_writing_its_output_are_removed_by_the_rerun(ckpt, tmp_path):
+    # Found by the signal cases: a SIGTERM (or SIGKILL) between the output's rename and the parts' removal left
+    # <output>.parts behind, and the re-run only said the output exists.
+    src = tmp_path / "in.txt"
+    src.write_text("profit rose\nsales fell\n")
+    out = tmp_path / "out.csv"
+    options = PredictOptions(strategy="cpu", global_batch_size=4, buckets=(16,), jit_compile=False, progress=False)
+    predict(ckpt, src, out, options)
+    want = out.read_bytes()
+    with PartStore(tmp_path / "out.csv.parts", "fp") as store:  # what the stopped run left: a part, the marker
+        store.write(PartInfo(0, 0, 2, 2, "x"), pd.DataFrame({"row": [0, 1]}))
+        (store.dir / MERGING).write_text("{}\n")
+    os.utime(out)  # the output was renamed into place after the merge began
+    with pytest.raises(OutputError, match="out.csv already exists"):
+        predict(ckpt, src, out, options)
+    assert out.read_bytes() == want and leftovers(tmp_path) == []
+    # An output older than the merge marker is not that merge's: its parts stay for the resume.
+    with PartStore(tmp_path / "out.csv.parts", "fp") as store:
+        store.write(PartInfo(0, 0, 2, 2, "x"), pd.DataFrame({"row": [0, 1]}))
+    os.utime(out, ns=(0, 0))
+    (tmp_path / "out.csv.parts" / MERGING).write_text("{}\n")
+    with pytest.raises(OutputError, match="out.csv already exists"):
+        predict(ckpt, src, out, options)
+    assert leftovers(tmp_path) == ["out.csv.parts"]

@@ -41,7 +41,7 @@ from tfsent.inference.engine import bucket_lengths, predict_bucketed
 from tfsent.inference.merge import merge
 from tfsent.inference.options import PredictOptions, result_settings
 from tfsent.inference.outputs import OutputError
-from tfsent.inference.parts import PartInfo, PartStore, remove_folder
+from tfsent.inference.parts import PartInfo, PartStore, mark_merging, merged_into, remove_folder
 from tfsent.inference.predictor import Predictor, kind_of, load_predictor
 from tfsent.inference.stream import PartJob, jobs, prefetch
 from tfsent.models.loading import check_checkpoint
@@ -85,7 +85,7 @@ def fingerprint(ckpt_path: pathlib.Path, input: pathlib.Path, fmt: str, kind: st
     return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def _check_paths(input: pathlib.Path, output: pathlib.Path, overwrite: bool, writes_output: bool) -> None:
+def _check_paths(input: pathlib.Path, output: pathlib.Path) -> None:
     paths.check_writable(output, "output")
     real_in, real_out = input.resolve(), output.resolve()
     if real_in == real_out:
@@ -95,12 +95,10 @@ def _check_paths(input: pathlib.Path, output: pathlib.Path, overwrite: bool, wri
         raise OutputError(f"output={output} is a folder; name a file (.csv, .jsonl or .parquet)")
     if os.environ.get("TFSENT_CACHE_DIR"):  # where an execution calibration records its choice
         paths.check_writable(execution.cache_file().parent, "TFSENT_CACHE_DIR", derived=False)
-    if writes_output:
-        _check_free(output, overwrite)
 
 
 def _check_free(output: pathlib.Path, overwrite: bool) -> None:
-    # Checked again once the parts folder is locked: a run that held the lock meanwhile may have written it.
+    # Checked once the parts folder is locked (a run that held the lock until then may have written the output).
     if output.exists():
         if not overwrite:
             raise OutputError(f"output={output} already exists; pass overwrite=true to replace it, or choose "
@@ -159,13 +157,18 @@ def predict(ckpt_path: str | os.PathLike, input: str | os.PathLike, output: str 
     shard, strategy_name = _shard_plan(options)
     paths.check_readable(ckpt_path, "ckpt_path")
     paths.check_readable(input, "input")
-    _check_paths(input, output, options.overwrite, shard.merges or options.merge)
+    _check_paths(input, output)
     if options.merge:
+        _check_free(output, options.overwrite)
         return _predict_locked(ckpt_path, input, output, out_fmt, fmt, shard, strategy_name, options, strategy, None,
                                start)
     # Locked before the checkpoint is read: a second run on this output stops here, before loading anything.
     with PartStore(sharded.parts_folder(output, shard.index, shard.count)) as store:
         if shard.merges:
+            if not options.overwrite and merged_into(store.dir, output):
+                log.warning("%s: removed the parts of the run that wrote %s (it stopped before removing them)",
+                            store.dir, output)
+                remove_folder(store.dir)
             _check_free(output, options.overwrite)
         return _predict_locked(ckpt_path, input, output, out_fmt, fmt, shard, strategy_name, options, strategy,
                                store, start)
@@ -219,8 +222,10 @@ def _predict_locked(ckpt_path: pathlib.Path, input: pathlib.Path, output: pathli
                      run["end"] - 1, folder)
             return _finish(summary, start)
         stores = sharded.check_shards(output, shard.count, fp, wait_s=options.shard_wait_s)
+        mark_merging(folder, output)
         merged = merge(stores, source, output, out_fmt, kind, fmt, options)
     else:
+        mark_merging(folder, output)
         merged = merge([(folder, {"lo": 0, "hi": run["end"], "parts": run["parts"]})], source, output, out_fmt,
                         kind, fmt, options)
         remove_folder(folder)

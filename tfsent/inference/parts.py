@@ -37,7 +37,8 @@ log = logging.getLogger(__name__)
 MANIFEST = "manifest.json"
 LOCK = "run.lock"
 COMPLETE = "complete.json"  # a shard's record of its finished slice (tfsent.inference.sharded)
-_OWN = (MANIFEST, LOCK, COMPLETE)
+MERGING = "merging.json"  # written before the merge starts writing the output (see merged_into)
+_OWN = (MANIFEST, LOCK, COMPLETE, MERGING)
 FORMAT = "tfsent.parts/1"
 _PART = re.compile(r"rows-(\d{5,})\.parquet")
 _SUM = re.compile(r"rows-(\d{5,})\.sha256")
@@ -234,6 +235,25 @@ def iter_parts(folder: pathlib.Path, count: int) -> Iterator[tuple[PartInfo, pd.
         if problem:
             raise OutputError(f"{path}: part {k} of {count} is damaged ({problem}); run again to redo it")
         yield info, pd.read_parquet(path)
+
+
+def mark_merging(folder: pathlib.Path, output: pathlib.Path) -> None:
+    """Record, before the merge writes ``output``, that this folder's parts are being merged into it."""
+    atomic.write_text(folder / MERGING, json.dumps({"output": str(output)}) + "\n")
+
+
+def merged_into(folder: pathlib.Path, output: pathlib.Path) -> bool:
+    """Whether ``output`` was written by the merge of this folder's parts: a run stopped (SIGKILL, SIGTERM) after
+    renaming its output into place and before deleting its parts left them behind.
+
+    The output's temporary file is written after the marker, so the finished output is never older than it; an
+    output that existed before the run started is (and such a run needs overwrite=true to begin with).
+    """
+    try:
+        marker = (folder / MERGING).stat().st_mtime_ns
+        return output.stat().st_mtime_ns >= marker
+    except FileNotFoundError:
+        return False
 
 
 def remove_folder(folder: pathlib.Path) -> None:
