@@ -169,7 +169,7 @@ def test_two_concurrent_processes_second_fails_naming_the_first(ckpt, tmp_path):
         assert wait_for(lambda: len(list((tmp_path / "out.csv.parts").glob("rows-*.parquet"))) >= 2, procs[0], 600), \
             tails(logs)
         procs.append(launch(_slow_run(ckpt, src, out, tmp_path, "h2"), logs[1]))
-        assert wait_all(procs[1:], 600, logs) == [1]
+        assert wait_all(procs[1:], 600, logs) == [2]  # a user error: one line, exit 2
         first_alive = procs[0].poll() is None
         kill(procs[0], signal.SIGTERM)
     second = logs[1].read_text()
