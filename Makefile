@@ -11,8 +11,8 @@ RUN_DIR ?= runs/demo
 EXPERIMENT ?= finbert_tone
 
 .DEFAULT_GOAL := help
-.PHONY: help install install-beam install-chromium test test-slow lint prepare train predict report demo quality bench \
-	colab-tpu clean
+.PHONY: help install install-beam install-chromium test test-slow test-faults lint prepare train predict report demo \
+	quality bench colab-tpu clean
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-16s %s\n", $$1, $$2}'
@@ -43,6 +43,11 @@ test: ## Run the test suite (CPU, 8 virtual replicas; no network)
 
 test-slow: ## Run only the slow tests (real-model fine-tuning, multi-process runs)
 	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
+
+# One process: the suite's counts are gathered in it (tests/faults/conftest.py). Mounts (tmpfs, read-only binds) need
+# root; where they are not permitted those cases skip and say so.
+test-faults: ## Run the fault suite (tests/faults, slow cases included) and write its counts to docs/RELIABILITY.md
+	TFSENT_RELIABILITY_REPORT=docs/RELIABILITY.md $(PY) -m pytest -q -rs -m 'slow or not slow' tests/faults
 
 lint: ## Byte-compile everything and check the configs compose
 	$(PY) -m compileall -q tfsent tests

@@ -20,6 +20,7 @@ from tfsent.models import CheckpointError, load_classifier, load_tokenizer
 from tfsent.models.masked_lm import SPEC_FILE as MASKED_LM_SPEC
 from tfsent.models.sources import check_checkpoint, resolve_source
 from tfsent.runtime.cli import hydra_entry
+from tfsent.runtime.paths import check_writable
 
 INPUTS = ("text", "token_ids")
 
@@ -39,6 +40,7 @@ def export(cfg: DictConfig) -> pathlib.Path:
     inputs = cfg.inputs
     if inputs not in INPUTS:
         raise ConfigError(f"inputs={inputs!r} must be one of {', '.join(INPUTS)}")
+    check_writable(output, "output")  # before the weights load
     if output.exists() and not cfg.overwrite:
         raise ExportError(f"output={output} already exists", hint="add overwrite=true to replace it")
     ckpt = resolve_source(source, revision=cfg.get("revision"))

@@ -18,6 +18,7 @@ from omegaconf import DictConfig
 import tfsent  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 from tfsent.config import ConfigError, TrainerSpec, spec_from_config, strategy_name, to_container
 from tfsent.runtime.cli import hydra_entry
+from tfsent.runtime.paths import check_writable
 
 # The shell's status for a run ended by SIGINT (128 + 2); SIGTERM gives 143.
 EXIT_INTERRUPTED = 130
@@ -87,7 +88,11 @@ def train(cfg: DictConfig, run_dir: str | os.PathLike, command: str | None = Non
     """
     from tfsent.training import loop
 
-    return loop.train(dataclasses.replace(train_spec(cfg), command=command), run_dir)
+    spec = train_spec(cfg)
+    prepared = spec.data.prepared_dir
+    if prepared and not os.path.isdir(prepared):  # written by this run: checked before any compute
+        check_writable(prepared, "data.prepared_dir")
+    return loop.train(dataclasses.replace(spec, command=command), run_dir)
 
 
 def resume_command(args: list[str], run_dir: str | os.PathLike) -> str:

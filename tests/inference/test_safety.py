@@ -5,7 +5,6 @@ read-only output folder, an empty checkpoint folder or a full disk."""
 import errno
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from tfsent.runtime import locks
 from tfsent.runtime.atomic import WriteError
 
 from fault_helpers import REPO, child_env, kill, launch, processes, tails, wait_all, wait_for
+from helpers.commands import without_root_powers
 from helpers.tiny import tiny_checkpoint
 
 OPTS = PredictOptions(strategy="cpu", global_batch_size=4, buckets=(16,), part_size=4, progress=False)
@@ -82,15 +82,6 @@ def test_an_empty_checkpoint_folder_is_one_line_before_any_model_is_built(src, t
         predict(tmp_path / "empty", src, tmp_path / "out.csv", OPTS)
 
 
-def _without_root_powers() -> list[str]:
-    """A command prefix under which file permissions apply: root keeps its uid but loses CAP_DAC_OVERRIDE."""
-    if os.geteuid() != 0:
-        return []
-    if shutil.which("setpriv") is None:
-        pytest.skip("running as root without setpriv: permissions cannot be enforced")
-    return ["setpriv", "--inh-caps=-all", "--bounding-set=-all", "--"]
-
-
 @pytest.mark.parametrize("case", ["unreadable-input", "read-only-output-folder"])
 def test_a_permission_problem_is_one_line_naming_the_path_before_the_model_loads(ckpt, src, tmp_path, case):
     out_dir = tmp_path / "results"
@@ -102,7 +93,7 @@ def test_a_permission_problem_is_one_line_naming_the_path_before_the_model_loads
         out_dir.chmod(0o555)
         expected = f"error: output={out_dir / 'out.csv'}: cannot write in {out_dir} (permission denied)"
     try:
-        done = subprocess.run([*_without_root_powers(), sys.executable, "-m", "tfsent.predict", f"ckpt_path={ckpt}",
+        done = subprocess.run([*without_root_powers(), sys.executable, "-m", "tfsent.predict", f"ckpt_path={ckpt}",
                                f"input={src}", f"output={out_dir / 'out.csv'}", "strategy=cpu", "progress=false",
                                f"hydra.run.dir={tmp_path / 'run'}"],
                               cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=600)
@@ -178,7 +169,7 @@ def test_two_concurrent_processes_second_fails_naming_the_first(ckpt, tmp_path):
         assert wait_for(lambda: len(list((tmp_path / "out.csv.parts").glob("rows-*.parquet"))) >= 2, procs[0], 600), \
             tails(logs)
         procs.append(launch(_slow_run(ckpt, src, out, tmp_path, "h2"), logs[1]))
-        assert wait_all(procs[1:], 600, logs) == [1]
+        assert wait_all(procs[1:], 600, logs) == [2]  # a user error: one line, exit 2
         first_alive = procs[0].poll() is None
         kill(procs[0], signal.SIGTERM)
     second = logs[1].read_text()

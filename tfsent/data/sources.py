@@ -34,6 +34,7 @@ FORMATS = ("phrasebank", "csv", "jsonl", "parquet", "text")
 SUFFIX_FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet", ".pq": "parquet",
                   ".txt": "text"}
 PHRASEBANK_LABELS = ("negative", "neutral", "positive")
+_MAX_FIELD_CHARS = 2**31 - 1
 _DEFAULT_ENCODING = {"phrasebank": "latin-1", "csv": "utf-8", "jsonl": "utf-8", "text": "utf-8"}
 # Unicode categories that draw nothing: control characters, format characters (zero-width space and joiners, the
 # byte-order mark U+FEFF, soft hyphen) and separators. ``str.strip`` removes only some of them, and a text made
@@ -197,6 +198,8 @@ def _stripped(lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
 def _check_text(path: pathlib.Path, line: int, text: Any, what: str) -> str:
     if not isinstance(text, str):
         raise DataError(f"{path}:{line}: {what} must be a string, got {type(text).__name__} {text!r}")
+    if "\x00" in text:  # a JSON \u0000 or a Parquet value: the raw-byte readers stop at the NUL byte itself
+        raise DataError(f"{path}:{line}: NUL character in {what}")
     text = text.strip()
     if not text:
         raise DataError(f"{path}:{line}: empty {what}")
@@ -230,6 +233,8 @@ def _read_text(path, lines, **_) -> Iterator[Record]:
 
 
 def _read_csv(path, lines, *, text_column, label_column, id_column, keep) -> Iterator[Record]:
+    # A row is as long as its text: the csv module's default 128 KiB field limit would refuse a long document.
+    csv.field_size_limit(max(csv.field_size_limit(), _MAX_FIELD_CHARS))
     # strict: a quote that never closes is an error at the end of the file instead of one row swallowing the rest
     reader = csv.reader((line for _, line in lines), strict=True)
     start = 1  # line where the record being read begins
@@ -283,8 +288,6 @@ def _read_parquet(path, text_column, label_column, id_column, batch_rows, keep) 
         for i in range(batch.num_rows):
             number += 1
             row = {name: values[i] for name, values in columns.items()}
-            if isinstance(row[text_column], str) and "\x00" in row[text_column]:
-                raise DataError(f"{path}: row {number}: NUL character in column {text_column!r}")
             yield _record(path, number, row, text_column, label_column, id_column, keep)
 
 

@@ -41,10 +41,11 @@ from tfsent.inference.engine import bucket_lengths, predict_bucketed
 from tfsent.inference.merge import merge
 from tfsent.inference.options import PredictOptions, result_settings
 from tfsent.inference.outputs import OutputError
-from tfsent.inference.parts import PartInfo, PartStore, remove_folder
+from tfsent.inference.parts import PartInfo, PartStore, mark_merging, merged_into, remove_folder
 from tfsent.inference.predictor import Predictor, kind_of, load_predictor
 from tfsent.inference.stream import PartJob, jobs, prefetch
 from tfsent.models.sources import check_checkpoint, resolve_source
+from tfsent.runtime import execution, paths
 from tfsent.runtime.memory import steady_heap
 from tfsent.runtime.strategy import is_tpu
 from tfsent.runtime.strategy import check_global_batch, make_strategy
@@ -84,19 +85,21 @@ def fingerprint(ckpt_path: pathlib.Path, input: pathlib.Path, fmt: str, kind: st
     return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def _check_paths(input: pathlib.Path, output: pathlib.Path, overwrite: bool, writes_output: bool) -> None:
+def _check_paths(input: pathlib.Path, output: pathlib.Path) -> None:
+    paths.check_writable(output, "output")
     real_in, real_out = input.resolve(), output.resolve()
     if real_in == real_out:
         raise OutputError(f"output={output} is the input {input} (after resolving links); choose another output, "
                           "the input would be destroyed")
     if output.is_dir():
         raise OutputError(f"output={output} is a folder; name a file (.csv, .jsonl or .parquet)")
-    parent = real_out.parent
-    while not parent.exists():
-        parent = parent.parent
-    if not os.access(parent, os.W_OK):
-        raise OutputError(f"output={output}: cannot write in {parent} (permission denied)")
-    if writes_output and output.exists():
+    if os.environ.get("TFSENT_CACHE_DIR"):  # where an execution calibration records its choice
+        paths.check_writable(execution.cache_file().parent, "TFSENT_CACHE_DIR", derived=False)
+
+
+def _check_free(output: pathlib.Path, overwrite: bool) -> None:
+    # Checked once the parts folder is locked (a run that held the lock until then may have written the output).
+    if output.exists():
         if not overwrite:
             raise OutputError(f"output={output} already exists; pass overwrite=true to replace it, or choose "
                               "another output")
@@ -153,9 +156,30 @@ def predict(ckpt_path: str | os.PathLike, input: str | os.PathLike, output: str 
     out_fmt = outputs.infer_format(output, options.output_format)
     fmt = inputs.infer_format(input, options.input_format)
     shard, strategy_name = _shard_plan(options)
-    _check_paths(input, output, options.overwrite, shard.merges or options.merge)
+    paths.check_readable(input, "input")
+    _check_paths(input, output)
     # A hub id becomes its cached (or downloaded) snapshot folder here, once, before anything else is built.
     ckpt_path = resolve_source(str(ckpt_path), revision=options.revision)
+    paths.check_readable(ckpt_path, "ckpt_path")
+    if options.merge:
+        _check_free(output, options.overwrite)
+        return _predict_locked(ckpt_path, input, output, out_fmt, fmt, shard, strategy_name, options, strategy, None,
+                               start)
+    # Locked before the checkpoint is read: a second run on this output stops here, before loading anything.
+    with PartStore(sharded.parts_folder(output, shard.index, shard.count)) as store:
+        if shard.merges:
+            if not options.overwrite and merged_into(store.dir, output):
+                log.warning("%s: removed the parts of the run that wrote %s (it stopped before removing them)",
+                            store.dir, output)
+                remove_folder(store.dir)
+            _check_free(output, options.overwrite)
+        return _predict_locked(ckpt_path, input, output, out_fmt, fmt, shard, strategy_name, options, strategy,
+                               store, start)
+
+
+def _predict_locked(ckpt_path: pathlib.Path, input: pathlib.Path, output: pathlib.Path, out_fmt: str, fmt: str,
+                    shard: _Shard, strategy_name: str, options: PredictOptions, strategy, store: PartStore | None,
+                    start: float) -> dict:
     check_checkpoint(ckpt_path)
     # Before the strategy starts TensorFlow's thread pools: what a part frees goes back to the system.
     steady_heap()
@@ -182,30 +206,32 @@ def predict(ckpt_path: str | os.PathLike, input: str | os.PathLike, output: str 
     if fmt == "tfrecord":
         source.max_length = lengths[-1]
 
-    folder = sharded.parts_folder(output, shard.index, shard.count)
-    with PartStore(folder, fp, {"shard": shard.index, "shards": shard.count}) as store:
-        lo, hi, total = 0, None, None
-        if shard.count > 1:
-            total = source.count()
-            lo, hi = _slice(total, shard, fmt, options.part_size)
-        run = _run_parts(predictor, strategy, source, store, lengths, options, lo, hi)
-        if (total if shard.count > 1 else run["rows"]) == 0:
-            raise DataError(f"{input}: nothing to predict (no rows or chunks)")
-        summary = {"parts": run["parts"], "parts_skipped": run["skipped"], "buckets": list(lengths),
-                   "replicas": strategy.num_replicas_in_sync}
-        if shard.count > 1:
-            sharded.mark_complete(folder, lo, run["end"], total, run["parts"])
-            summary.update(shard=shard.index, shards=shard.count, lo=lo, hi=run["end"], rows=run["rows"])
-            if not shard.merges:
-                log.info("shard %d of %d: units %d..%d predicted into %s", shard.index, shard.count, lo,
-                         run["end"] - 1, folder)
-                return _finish(summary, start)
-            stores = sharded.check_shards(output, shard.count, fp, wait_s=options.shard_wait_s)
-            merged = merge(stores, source, output, out_fmt, kind, fmt, options)
-        else:
-            merged = merge([(folder, {"lo": 0, "hi": run["end"], "parts": run["parts"]})], source, output, out_fmt,
-                            kind, fmt, options)
-            remove_folder(folder)
+    folder = store.dir
+    store.begin(fp, {"shard": shard.index, "shards": shard.count})
+    lo, hi, total = 0, None, None
+    if shard.count > 1:
+        total = source.count()
+        lo, hi = _slice(total, shard, fmt, options.part_size)
+    run = _run_parts(predictor, strategy, source, store, lengths, options, lo, hi)
+    if (total if shard.count > 1 else run["rows"]) == 0:
+        raise DataError(f"{input}: nothing to predict (no rows or chunks)")
+    summary = {"parts": run["parts"], "parts_skipped": run["skipped"], "buckets": list(lengths),
+               "replicas": strategy.num_replicas_in_sync}
+    if shard.count > 1:
+        sharded.mark_complete(folder, lo, run["end"], total, run["parts"])
+        summary.update(shard=shard.index, shards=shard.count, lo=lo, hi=run["end"], rows=run["rows"])
+        if not shard.merges:
+            log.info("shard %d of %d: units %d..%d predicted into %s", shard.index, shard.count, lo,
+                     run["end"] - 1, folder)
+            return _finish(summary, start)
+        stores = sharded.check_shards(output, shard.count, fp, wait_s=options.shard_wait_s)
+        mark_merging(folder, output)
+        merged = merge(stores, source, output, out_fmt, kind, fmt, options)
+    else:
+        mark_merging(folder, output)
+        merged = merge([(folder, {"lo": 0, "hi": run["end"], "parts": run["parts"]})], source, output, out_fmt,
+                        kind, fmt, options)
+        remove_folder(folder)
     if shard.count > 1:
         for f, _ in stores:
             remove_folder(f)

@@ -37,7 +37,8 @@ log = logging.getLogger(__name__)
 MANIFEST = "manifest.json"
 LOCK = "run.lock"
 COMPLETE = "complete.json"  # a shard's record of its finished slice (tfsent.inference.sharded)
-_OWN = (MANIFEST, LOCK, COMPLETE)
+MERGING = "merging.json"  # written before the merge starts writing the output (see merged_into)
+_OWN = (MANIFEST, LOCK, COMPLETE, MERGING)
 FORMAT = "tfsent.parts/1"
 _PART = re.compile(r"rows-(\d{5,})\.parquet")
 _SUM = re.compile(r"rows-(\d{5,})\.sha256")
@@ -58,35 +59,43 @@ class PartInfo:
 class PartStore:
     """One run's parts folder. Use it as a context manager: entering creates (or adopts) and locks the folder.
 
+    The lock is taken first, before any model loads, so a second run on the same output stops at once; the
+    manifest is checked by :meth:`begin` once the run knows its fingerprint (or on entering, when given here).
+
     Args:
         folder: the parts folder (``<output>.parts`` or a shard's folder).
         fingerprint: identifies every result-changing setting; parts of another fingerprint are discarded.
         extra: more manifest fields (a shard's place), checked like the fingerprint.
     """
 
-    def __init__(self, folder: str | os.PathLike, fingerprint: str, extra: dict | None = None):
+    def __init__(self, folder: str | os.PathLike, fingerprint: str | None = None, extra: dict | None = None):
         self.dir = pathlib.Path(folder)
-        self.manifest = {"format": FORMAT, "fingerprint": fingerprint, **(extra or {})}
-        self._created = False
+        self._fingerprint, self._extra = fingerprint, extra
+        self.manifest = None
         self._lock = None
 
     def __enter__(self) -> "PartStore":
         if self.dir.exists() and not self.dir.is_dir():
             raise OutputError(f"{self.dir}: exists and is not a folder; move it away")
-        if self.dir.is_dir():
-            existing = read_manifest(self.dir)
-            if existing is None:
-                raise OutputError(f"{self.dir}: folder exists but was not created by tfsent (no {MANIFEST} of "
-                                  f"format {FORMAT}); move it away, it will not be deleted")
-        else:
-            self.dir.mkdir(parents=True)
-            self._created = True
+        if self.dir.is_dir() and read_manifest(self.dir) is None:
+            raise OutputError(f"{self.dir}: folder exists but was not created by tfsent (no {MANIFEST} of "
+                              f"format {FORMAT}); move it away, it will not be deleted")
+        self.dir.mkdir(parents=True, exist_ok=True)
         self._lock = locks.exclusive(self.dir / LOCK, f"{self.dir}")
         try:
             self._lock.__enter__()
         except BaseException:
-            self._cleanup_if_empty()
+            self._lock = None
+            _remove_if_empty(self.dir)  # the folder this run made, unless the lock holder uses it
             raise
+        if self._fingerprint is not None:
+            self.begin(self._fingerprint, self._extra)
+        return self
+
+    def begin(self, fingerprint: str, extra: dict | None = None) -> None:
+        """Adopt the folder for a run of ``fingerprint``: parts of another fingerprint are discarded, damaged ones
+        dropped."""
+        self.manifest = {"format": FORMAT, "fingerprint": fingerprint, **(extra or {})}
         existing = read_manifest(self.dir)
         if existing != self.manifest:
             if existing:
@@ -96,7 +105,6 @@ class PartStore:
             atomic.write_text(self.dir / MANIFEST, json.dumps(self.manifest, indent=1) + "\n")
         else:
             self._drop_damaged()
-        return self
 
     def _drop_damaged(self) -> None:
         for path in self.part_files():
@@ -107,16 +115,14 @@ class PartStore:
                 checksum_path(path).unlink(missing_ok=True)
 
     def __exit__(self, *exc) -> None:
-        if self._lock is not None:
-            self._lock.__exit__(*exc)
-            self._lock = None
-        if exc[0] is not None:
-            self._cleanup_if_empty()
-
-    def _cleanup_if_empty(self) -> None:
+        if self._lock is None:
+            return
         # A run that failed before finishing any part leaves nothing behind (bad input is found in part 0).
-        if self._created and self.dir.is_dir() and not self.part_files():
-            remove_folder(self.dir)
+        if exc[0] is not None and self.dir.is_dir() and not self.part_files():
+            _remove_ours(self.dir)
+        self._lock.__exit__(*exc)  # deletes the lock file
+        self._lock = None
+        _remove_if_empty(self.dir)
 
     def path(self, index: int) -> pathlib.Path:
         """The file of part ``index``."""
@@ -231,15 +237,50 @@ def iter_parts(folder: pathlib.Path, count: int) -> Iterator[tuple[PartInfo, pd.
         yield info, pd.read_parquet(path)
 
 
+def mark_merging(folder: pathlib.Path, output: pathlib.Path) -> None:
+    """Record, before the merge writes ``output``, that this folder's parts are being merged into it."""
+    atomic.write_text(folder / MERGING, json.dumps({"output": str(output)}) + "\n")
+
+
+def merged_into(folder: pathlib.Path, output: pathlib.Path) -> bool:
+    """Whether ``output`` was written by the merge of this folder's parts: a run stopped (SIGKILL, SIGTERM) after
+    renaming its output into place and before deleting its parts left them behind.
+
+    The output's temporary file is written after the marker, so the finished output is never older than it; an
+    output that existed before the run started is (and such a run needs overwrite=true to begin with).
+    """
+    try:
+        marker = (folder / MERGING).stat().st_mtime_ns
+        return output.stat().st_mtime_ns >= marker
+    except FileNotFoundError:
+        return False
+
+
 def remove_folder(folder: pathlib.Path) -> None:
     """Delete a tfsent parts folder: only the files tfsent writes there, then the folder if it is empty.
 
-    A file tfsent did not write (a user's notes) stays, and so does the folder that holds it.
+    A file tfsent did not write (a user's notes) stays, and so does the folder that holds it. A lock file stays
+    while a run holds it (the run deletes it and the folder when it releases the lock).
     """
+    _remove_ours(folder)
+    if not locks.remove_if_free(folder / LOCK):
+        return
+    if not _remove_if_empty(folder):
+        log.warning("%s: kept, it holds files tfsent did not write", folder)
+
+
+def _remove_ours(folder: pathlib.Path) -> None:
     for p in folder.iterdir():
-        if _ours(p.name):
+        if _ours(p.name) and p.name != LOCK:
             p.unlink(missing_ok=True)
+
+
+def _remove_if_empty(folder: pathlib.Path) -> bool:
+    """Remove ``folder`` if it is empty (or already gone); False if it holds anything."""
     try:
         folder.rmdir()
+    except FileNotFoundError:
+        pass
     except OSError:
-        log.warning("%s: kept, it holds files tfsent did not write", folder)
+        return False
+    return True

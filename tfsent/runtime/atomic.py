@@ -35,16 +35,44 @@ def _user_cause(error: BaseException) -> OSError | None:
         seen.add(id(error))
         if isinstance(error, OSError) and error.errno in _USER_ERRNOS:
             return error
-        if isinstance(error, OSError) and "No space left on device" in str(error):
-            return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # pyarrow keeps only the message
+        if "No space left on device" in str(error):
+            # pyarrow (an OSError) and TensorFlow (ResourceExhaustedError) keep only the message
+            return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         error = error.__cause__ or error.__context__
     return None
+
+
+def _raise_user_cause(path: pathlib.Path, error: BaseException) -> None:
+    """Raise :class:`WriteError` naming ``path`` when ``error`` comes from a full disk, a quota or permissions."""
+    cause = _user_cause(error)
+    if cause is not None:
+        raise WriteError(f"{path}: {_USER_ERRNOS[cause.errno]} while writing; nothing was written under this "
+                         "name (free space or fix the permissions, then run the same command again)") from None
 
 
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def umask_modes(path: str | os.PathLike) -> None:
+    """Give ``path`` and, for a folder, everything in it the mode the user's umask gives a new file or folder.
+
+    Writers create some files with their own mode (``tempfile.mkstemp``/``mkdtemp`` 0600/0700, safetensors 0600),
+    so a model saved by one user could not be read by another (a serving container, a team folder). Applied to
+    every temporary file and folder before it is renamed into place, the result is what the umask says, whoever
+    wrote the bytes. Executable files (none are written today) keep their execute bits, filtered by the umask.
+    """
+    mask = _umask()
+    path = pathlib.Path(path)
+    entries = [path, *path.rglob("*")] if path.is_dir() and not path.is_symlink() else [path]
+    for entry in entries:
+        if entry.is_symlink():
+            continue
+        mode = entry.stat().st_mode
+        full = 0o777 if entry.is_dir() or mode & 0o111 else 0o666
+        os.chmod(entry, full & ~mask)
 
 
 @contextlib.contextmanager
@@ -69,15 +97,12 @@ def open_for_write(path: str | os.PathLike, mode: str = "w", **kwargs) -> Iterat
             yield f
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the file the usual permissions
+        umask_modes(tmp)  # mkstemp creates 0600; give the file the usual permissions
         os.replace(tmp, path)
     except BaseException as e:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        cause = _user_cause(e)
-        if cause is not None:
-            raise WriteError(f"{path}: {_USER_ERRNOS[cause.errno]} while writing; nothing was written under this "
-                             "name (free space or fix the permissions, then run the same command again)") from None
+        _raise_user_cause(path, e)
         raise
 
 
@@ -103,9 +128,9 @@ def directory(path: str | os.PathLike, overwrite: bool = False) -> Iterator[path
         raise FileExistsError(f"{path}: already exists; remove it or pass overwrite=True")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".tmp-{path.name}.", dir=path.parent))
-    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp creates 0700
     try:
         yield tmp
+        umask_modes(tmp)  # mkdtemp creates 0700, safetensors writes 0600: what the block wrote gets the umask's
         if path.exists():
             old = path.with_name(f".old-{path.name}.{os.getpid()}")
             os.replace(path, old)
@@ -113,8 +138,9 @@ def directory(path: str | os.PathLike, overwrite: bool = False) -> Iterator[path
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
+        _raise_user_cause(path, e)
         raise
 
 

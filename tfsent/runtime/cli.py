@@ -107,6 +107,19 @@ def check_command_line(config_name: str, args: Sequence[str]) -> DictConfig | No
     return cfg
 
 
+def check_run_dir(args: Sequence[str]) -> None:
+    """Fail (exit 2) when the command line's ``hydra.run.dir`` cannot be created: Hydra makes it before the job
+    starts and would stop with a traceback."""
+    from tfsent.runtime.paths import PathError, check_writable
+
+    for arg in args:
+        if arg.startswith("hydra.run.dir="):
+            try:
+                check_writable(arg.split("=", 1)[1], "hydra.run.dir", derived=False)
+            except PathError as e:
+                fail(str(e))
+
+
 def hydra_entry(config_name: str) -> Callable[[Callable[[DictConfig], Any]], Callable[[], Any]]:
     """Decorate an entry module's job ``fn(cfg)``; the result is its ``main()`` (see the module docstring).
 
@@ -131,6 +144,7 @@ def hydra_entry(config_name: str) -> Callable[[Callable[[DictConfig], Any]], Cal
             if not any(a.startswith("hydra.job.name=") for a in sys.argv[1:]):
                 sys.argv.append(f"hydra.job.name={config_name}")
             cfg = None if _full_errors() else check_command_line(config_name, sys.argv[1:])
+            check_run_dir(sys.argv[1:])
             quiet_start(verbose=bool(cfg.get("verbose", False)) if cfg is not None else False)
             return hydra_main()
 
