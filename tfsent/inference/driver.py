@@ -156,11 +156,11 @@ def predict(ckpt_path: str | os.PathLike, input: str | os.PathLike, output: str 
     out_fmt = outputs.infer_format(output, options.output_format)
     fmt = inputs.infer_format(input, options.input_format)
     shard, strategy_name = _shard_plan(options)
+    paths.check_readable(ckpt_path, "ckpt_path")
     paths.check_readable(input, "input")
     _check_paths(input, output)
     # A hub id becomes its cached (or downloaded) snapshot folder here, once, before anything else is built.
     ckpt_path = resolve_source(str(ckpt_path), revision=options.revision)
-    paths.check_readable(ckpt_path, "ckpt_path")
     if options.merge:
         _check_free(output, options.overwrite)
         return _predict_locked(ckpt_path, input, output, out_fmt, fmt, shard, strategy_name, options, strategy, None,

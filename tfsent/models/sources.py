@@ -56,7 +56,10 @@ def resolve_source(source: str, *, revision: str | None = None) -> pathlib.Path:
     if not source or not isinstance(source, str):
         raise CheckpointError(f"model source must be a non-empty string, got {source!r}")
     path = pathlib.Path(source).expanduser()
-    local = source in PACKAGED_CHECKPOINTS or path.exists()
+    try:
+        local = source in PACKAGED_CHECKPOINTS or path.exists()
+    except OSError as e:  # a name too long, a parent that is a file: the path cannot even be looked up
+        raise CheckpointError(f"model source {source!r}: {e.strerror.lower()}") from None
     if revision is not None and local:
         raise CheckpointError(f"revision={revision!r} applies to hub ids; {source!r} is a local checkpoint")
     if source in PACKAGED_CHECKPOINTS:
