@@ -12,7 +12,9 @@ import errno
 import hashlib
 import os
 import pathlib
+import re
 import shutil
+import socket
 import tempfile
 from collections.abc import Iterator
 
@@ -124,15 +126,17 @@ def directory(path: str | os.PathLike, overwrite: bool = False) -> Iterator[path
         FileExistsError: ``path`` exists and ``overwrite`` is false.
     """
     path = pathlib.Path(path)
+    if path.parent.is_dir():
+        sweep_dead_writers(path)
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path}: already exists; remove it or pass overwrite=True")
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".tmp-{path.name}.", dir=path.parent))
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".tmp-{path.name}.{_writer()}.", dir=path.parent))
     try:
         yield tmp
         umask_modes(tmp)  # mkdtemp creates 0700, safetensors writes 0600: what the block wrote gets the umask's
         if path.exists():
-            old = path.with_name(f".old-{path.name}.{os.getpid()}")
+            old = path.with_name(f".old-{path.name}.{_writer()}")
             os.replace(path, old)
             os.replace(tmp, path)
             shutil.rmtree(old, ignore_errors=True)
@@ -142,6 +146,44 @@ def directory(path: str | os.PathLike, overwrite: bool = False) -> Iterator[path
         shutil.rmtree(tmp, ignore_errors=True)
         _raise_user_cause(path, e)
         raise
+
+
+def _writer() -> str:
+    # Who writes a temporary folder, in its name: a folder left by a writer that was killed is known by it.
+    return f"pid{os.getpid()}@{socket.gethostname()}"
+
+
+def sweep_dead_writers(path: str | os.PathLike) -> list[pathlib.Path]:
+    """Clear what a killed :func:`directory` writer of ``path`` left beside it, on this host.
+
+    A SIGKILL (or a signal with no handler) between ``mkdtemp`` and the rename leaves ``.tmp-<name>.pid<N>@<host>.*``;
+    one between the two renames of a replacement leaves the previous folder as ``.old-<name>.pid<N>@<host>`` and no
+    ``path``. When pid N no longer runs here, the temporary folder is removed and a lone previous folder is put back
+    (the interrupted replacement never happened). Writers on other hosts and live ones are left alone.
+
+    Returns:
+        The paths removed or restored.
+    """
+    from tfsent.runtime.locks import Holder
+
+    path = pathlib.Path(path)
+    host = socket.gethostname()
+    name, at = re.escape(path.name), re.escape(host)
+    left = re.compile(rf"^\.(?:(tmp)-{name}\.pid(\d+)@{at}\.[^.]+|(old)-{name}\.pid(\d+)@{at})$")
+    done = []
+    for entry in sorted(path.parent.iterdir()):
+        match = left.match(entry.name)
+        if not match or not entry.is_dir():
+            continue
+        kind, pid = ("tmp", int(match.group(2))) if match.group(1) else ("old", int(match.group(4)))
+        if Holder(pid, host, None, "").alive() is not False:
+            continue
+        if kind == "old" and not path.exists():
+            os.replace(entry, path)
+        else:
+            shutil.rmtree(entry, ignore_errors=True)
+        done.append(entry)
+    return done
 
 
 def update_with_file(digest, path: str | os.PathLike) -> None:
