@@ -36,7 +36,7 @@ install-beam: ## `make install` plus the beam extra (apache-beam, no second Tens
 SUDO ?= $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 install-chromium: ## Install Debian's chromium (apt) for the report's browser tests (tests/report); skipped if present
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
-		{ $(SUDO) apt-get update && $(SUDO) apt-get install -y chromium; }
+		{ $(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
 
 test: ## Run the test suite (CPU, 8 virtual replicas; no network)
 	$(PY) -m pytest -q $(PYTEST_ARGS)
