@@ -130,14 +130,16 @@ def test_a_rerun_after_a_signal_writes_the_uninterrupted_output(kind, ckpt, tmp_
             landed = "running" if procs[0].poll() is None else f"already exited {procs[0].returncode}"
             kill(procs[0], sig)
             first = procs[0].wait(timeout=120)
-            # A signal after the final rename finds the work done: the same command then says the output exists.
+            # A signal after the final rename finds the work done: the same command then says the output exists
+            # (train: that the run directory holds a finished run).
             done_before = _digests(outs) == want
             procs.append(launch(args, logs[1]))
             again = wait_all(procs[-1:], 900, logs)
         got = _digests(outs)
         left = leftovers(work)
         rerun = logs[1].read_text()
-        finished = again == [0] or (done_before and again == [2] and "already exists" in rerun)
+        refused = "already exists" in rerun or "holds a finished run" in rerun
+        finished = again == [0] or (done_before and again == [2] and refused)
         held = finished and got == want and left == [] and "Traceback" not in rerun
         what = (f"{kind} point {k}: {signal.Signals(sig).name} after {delay} s ({landed}, exit {first}"
                 f"{', output already complete' if done_before else ''}); re-run exit {again[0]}, outputs "

@@ -36,3 +36,10 @@ def test_the_next_write_sweeps_first(tmp_path):
         (tmp / "weights").write_text("w")
         assert tmp.name.startswith(f".tmp-model.pid{os.getpid()}@{host}.")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+
+
+def test_a_killed_file_writers_temporary_file_is_removed_by_the_next_write(tmp_path):
+    host, dead = socket.gethostname(), _dead_pid()
+    (tmp_path / f".tmp-metrics.json.pid{dead}@{host}.q1w2e3").write_text("half")
+    atomic.write_text(tmp_path / "metrics.json", "{}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.json"]

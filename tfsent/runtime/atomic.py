@@ -88,7 +88,8 @@ def open_for_write(path: str | os.PathLike, mode: str = "w", **kwargs) -> Iterat
     path = pathlib.Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".tmp-{path.name}.", dir=path.parent)
+        sweep_dead_writers(path)
+        fd, tmp = tempfile.mkstemp(prefix=f".tmp-{path.name}.{_writer()}.", dir=path.parent)
     except OSError as e:
         if e.errno in _USER_ERRNOS:
             raise WriteError(f"{path}: cannot write ({_USER_ERRNOS[e.errno]})") from None
@@ -154,9 +155,9 @@ def _writer() -> str:
 
 
 def sweep_dead_writers(path: str | os.PathLike) -> list[pathlib.Path]:
-    """Clear what a killed :func:`directory` writer of ``path`` left beside it, on this host.
+    """Clear what a killed writer of ``path`` (:func:`directory`, :func:`open_for_write`) left beside it, on this host.
 
-    A SIGKILL (or a signal with no handler) between ``mkdtemp`` and the rename leaves ``.tmp-<name>.pid<N>@<host>.*``;
+    A SIGKILL (or a signal with no handler) before the rename leaves ``.tmp-<name>.pid<N>@<host>.*`` (a file or folder);
     one between the two renames of a replacement leaves the previous folder as ``.old-<name>.pid<N>@<host>`` and no
     ``path``. When pid N no longer runs here, the temporary folder is removed and a lone previous folder is put back
     (the interrupted replacement never happened). Writers on other hosts and live ones are left alone.
@@ -173,15 +174,19 @@ def sweep_dead_writers(path: str | os.PathLike) -> list[pathlib.Path]:
     done = []
     for entry in sorted(path.parent.iterdir()):
         match = left.match(entry.name)
-        if not match or not entry.is_dir():
+        if not match or entry.is_symlink():
             continue
         kind, pid = ("tmp", int(match.group(2))) if match.group(1) else ("old", int(match.group(4)))
+        if kind == "old" and not entry.is_dir():
+            continue
         if Holder(pid, host, None, "").alive() is not False:
             continue
         if kind == "old" and not path.exists():
             os.replace(entry, path)
-        else:
+        elif entry.is_dir():
             shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
         done.append(entry)
     return done
 
