@@ -323,6 +323,7 @@ class CheckpointFacts:
         max_seq_length: the longest sequence it takes (a tfsent model's trained length, else its positions').
         features: the token features it reads.
         tfsent_model: whether tfsent wrote it (``tfsent_model.json``).
+        head_names: the trained head's labels in model order as its config writes them (what the weights define).
     """
 
     architecture: architectures.Architecture
@@ -330,6 +331,7 @@ class CheckpointFacts:
     max_seq_length: int
     features: tuple[str, ...]
     tfsent_model: bool
+    head_names: tuple[str, ...] = ()
 
 
 def describe(directory: str | os.PathLike, *, label_names: Sequence[str] | None = None,
@@ -351,11 +353,15 @@ def describe(directory: str | os.PathLike, *, label_names: Sequence[str] | None 
     config = loading.read_config(directory)
     arch = _architecture(config, directory)
     meta = _read_meta(directory)
+    head = labels_lib.config_label_names(config)
     if meta is not None:
         names, length = tuple(meta["label_names"]), int(meta["max_seq_length"])
         if meta["arch"] != arch.model_type:
             raise loading.CheckpointError(f"{directory / META_FILE}: says arch={meta['arch']!r}, but config.json "
                                           f"gives {arch.model_type!r}")
+        if names != head:
+            raise loading.CheckpointError(f"{directory / META_FILE}: says labels {list(names)}, but config.json "
+                                          f"gives {list(head)}")
     else:
         # Configs written before transformers recorded `architectures` say nothing: the weights decide (a missing
         # head is then an error of the load, naming the file).
@@ -366,13 +372,13 @@ def describe(directory: str | os.PathLike, *, label_names: Sequence[str] | None 
                 "classification head to score with",
                 hint="fine-tune one from it first: python -m tfsent.train +experiment=finbert_tone "
                      f"model.source={directory}")
-        names, length = labels_lib.config_label_names(config), loading.model_max_length(config)
+        names, length = head, loading.model_max_length(config)
     if label_names is not None:
         names = labels_lib.rename(names, label_names)
     elif warn and labels_lib.generic(names):
         log.warning("%s: the model's labels have no names (%s); they are kept as they are, name them in model "
                     "order with label_names=[...]", directory, ", ".join(names))
-    return CheckpointFacts(arch, tuple(names), length, arch.features(config), meta is not None)
+    return CheckpointFacts(arch, tuple(names), length, arch.features(config), meta is not None, head)
 
 
 def _read_meta(directory: pathlib.Path) -> dict | None:
@@ -405,12 +411,8 @@ def load_classifier(directory: str | os.PathLike, *, label_names: Sequence[str] 
     """
     directory = pathlib.Path(directory)
     facts = describe(directory, label_names=label_names)
-    config_names = labels_lib.config_label_names(loading.read_config(directory))
-    model = build_classifier(ClassifierSpec(source=str(directory), label_names=config_names,
+    model = build_classifier(ClassifierSpec(source=str(directory), label_names=facts.head_names,
                                             max_seq_length=facts.max_seq_length), require_head=True)
-    if facts.tfsent_model and model.label_names != list(_read_meta(directory)["label_names"]):
-        raise loading.CheckpointError(f"{directory / META_FILE}: says labels {_read_meta(directory)['label_names']}, "
-                                      f"but config.json gives {model.label_names}")
     if list(facts.label_names) != model.label_names:
         names = tuple(facts.label_names)
         model.label_map = labels_lib.LabelMap(names, names, tuple(range(len(names))))
