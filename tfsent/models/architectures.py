@@ -53,6 +53,10 @@ class Architecture:
             backbone may still build a pooler (MPNet) that PyTorch checkpoints leave out: unused, so not missing.
         xla: transformers' TF code of this architecture compiles with XLA (DeBERTa v1's does not: its attention
             has a ``tf.cond`` whose branches return tensors of different ranks); without it tfsent runs the graph.
+        autograph: transformers' TF code of this architecture branches on tensors in Python (DeBERTa v1's
+            ``torch_gather`` compares ``tf.rank``), so it traces only through autograph. The others trace as
+            plain Python, and prediction skips autograph for them: converting their code cost 1-3 s of every
+            fresh process.
         packed_encoder: how a packed batch runs the backbone with a block-diagonal mask, a key of
             :data:`tfsent.models.packing.ENCODERS` (``bert``: embeddings then encoder with an additive
             ``[B, 1, L, L]`` mask; ``deberta``: the encoder takes a 0/1 ``[B, L, L]`` mask itself; ...).
@@ -70,6 +74,7 @@ class Architecture:
     tokenizer: Tokenizer
     pooled_head: bool = False
     xla: bool = True
+    autograph: bool = False
     packed_encoder: str = "bert"
     packed_head: str = "sequence"
 
@@ -135,6 +140,7 @@ ARCHITECTURES: dict[str, Architecture] = {a.model_type: a for a in (
                  tokenizer=Tokenizer.SENTENCEPIECE, packed_encoder="deberta", packed_head="context_pooler"),
     Architecture("deberta", "DeBERTa", "DebertaConfig", "TFDebertaForSequenceClassification", token_types=True,
                  positions=Positions.FROM_ZERO, layers="encoder.layer", tokenizer=Tokenizer.BYTE_BPE, xla=False,
+                 autograph=True,
                  packed_encoder="deberta", packed_head="context_pooler"),
     # MPNet: BERT's WordPiece vocabulary with <s>/</s> as its [CLS]/[SEP], RoBERTa's positions.
     dataclasses.replace(_roberta_like("mpnet", "MPNet", "MPNet", Tokenizer.WORDPIECE), packed_encoder="mpnet"),

@@ -150,7 +150,10 @@ class SequenceClassifier(PretrainedModel):
         x, _, _ = tf_keras.utils.unpack_x_y_sample_weight(data)
         if "example_id" not in x:
             raise KeyError(f"predict needs an 'example_id' feature to put outputs back in order; got {sorted(x)}")
-        probs = tf.nn.softmax(self(x, training=False), axis=-1)
+        forward = (lambda f: self(f, training=False))
+        if not self.architecture.autograph:  # traced as plain Python: no conversion cost in a fresh process
+            forward = tf.autograph.experimental.do_not_convert(forward)
+        probs = tf.nn.softmax(forward(x), axis=-1)
         return {
             "example_id": tf.reshape(tf.cast(x["example_id"], tf.int32), [-1]),
             "label_id": tf.argmax(probs, axis=-1, output_type=tf.int32),
