@@ -1,8 +1,7 @@
-"""Execution path choice: candidates per device and CPU, label agreement, the calibration cache and its key."""
+"""Execution path choice: candidates per device and CPU, the calibration cache and its key."""
 
 import json
 
-import numpy as np
 import pytest
 
 from tfsent.runtime import execution as ex
@@ -16,56 +15,51 @@ def test_candidates_per_device():
     assert ex.candidates("tpu", AVX2, jit_compile=False) == [ex.GRAPH_BF16]  # only when the user insists
     assert ex.candidates("cpu", AVX2) == [ex.XLA_FP32]  # no native bf16: never bf16, and XLA by the bench's rule
     assert ex.candidates("cpu", AVX2, jit_compile=False) == [ex.GRAPH_FP32]
-    assert ex.candidates("cpu", BF16) == [ex.XLA_FP32, ex.GRAPH_FP32, ex.GRAPH_BF16, ex.XLA_BF16]
-    assert ex.candidates("cpu", BF16, precision="float32") == [ex.XLA_FP32, ex.GRAPH_FP32]
+    # Native bf16: the two paths that can win, XLA fp32 and oneDNN's graph bf16.
+    assert ex.candidates("cpu", BF16) == [ex.XLA_FP32, ex.GRAPH_BF16]
+    assert ex.candidates("cpu", frozenset({"amx_bf16"})) == [ex.XLA_FP32, ex.GRAPH_BF16]
+    assert ex.candidates("cpu", BF16, precision="float32") == [ex.XLA_FP32]
+    assert ex.candidates("cpu", BF16, precision="mixed_bfloat16") == [ex.GRAPH_BF16]
     assert ex.candidates("cpu", BF16, jit_compile=True) == [ex.XLA_FP32, ex.XLA_BF16]
+    assert ex.candidates("cpu", BF16, jit_compile=False) == [ex.GRAPH_FP32, ex.GRAPH_BF16]
+    assert ex.candidates("cpu", AVX2, precision="mixed_bfloat16") == [ex.XLA_BF16]
     assert ex.candidates("cpu", AVX2, precision="mixed_bfloat16", jit_compile=False) == [ex.GRAPH_BF16]
     assert ex.candidates("gpu", AVX2) == [ex.ExecutionPath(True, "mixed_float16")]
 
 
-def test_choice_takes_the_fastest_path_whose_labels_agree():
-    timings = {ex.XLA_FP32: 1.0, ex.GRAPH_FP32: 1.1, ex.GRAPH_BF16: 0.6, ex.XLA_BF16: 0.9}
-    assert ex.choose(timings, {ex.GRAPH_BF16: 0.998, ex.XLA_BF16: 0.999}) == ex.GRAPH_BF16
-    assert ex.choose(timings, {ex.GRAPH_BF16: 0.990, ex.XLA_BF16: 0.999}) == ex.XLA_BF16
-    assert ex.choose(timings, {ex.GRAPH_BF16: 0.990, ex.XLA_BF16: 0.990}) == ex.XLA_FP32
-
-
-def test_calibration_is_interleaved_and_measures_agreement_against_fp32():
-    labels = np.arange(1000) % 3
-    flipped = labels.copy()
-    flipped[:20] = (flipped[:20] + 1) % 3  # 98% agreement: not good enough
-    calls = []
-    fake = {ex.XLA_FP32: (1.0, labels), ex.GRAPH_FP32: (1.2, labels), ex.GRAPH_BF16: (0.5, flipped),
-            ex.XLA_BF16: (0.8, labels)}
-
-    def measure(path):
-        calls.append(path)
-        return fake[path]
-
-    record = ex.calibrate(list(fake), measure, rounds=3)
-    assert calls == list(fake) * 3
-    assert record["agreement"] == {"xla fp32": 1.0, "graph fp32": 1.0, "graph bf16": 0.98, "xla bf16": 1.0}
-    assert record["choice"] == "xla bf16"
-
-
 def test_resolve_caches_the_choice_per_key(tmp_path):
     cache = tmp_path / "execution.json"
-    timings = {ex.XLA_FP32: 2.0, ex.GRAPH_FP32: 1.0}
-    measured = []
+    calls = []
 
-    def measure(path):
-        measured.append(path)
-        return timings[path], np.zeros(4)
+    def calibrate():
+        calls.append(1)
+        return {"timings": {"xla fp32": 2.0, "graph bf16": 1.0}, "choice": "graph bf16"}
 
-    paths = ex.candidates("cpu", BF16, precision="float32")
-    key = ex.cache_key("model-sha", BF16, "2.20.0", [32, 64], 64)
-    assert ex.resolve(paths, key, measure, cache)[0] == ex.GRAPH_FP32
-    assert len(measured) == 2 * ex.CALIBRATION_ROUNDS
-    path, record = ex.resolve(paths, key, measure, cache)
-    assert path == ex.GRAPH_FP32 and record["cached"] is True
-    assert len(measured) == 2 * ex.CALIBRATION_ROUNDS  # the second run did not calibrate again
-    assert json.loads(cache.read_text())[key]["timings"] == {"xla fp32": 2.0, "graph fp32": 1.0}
-    assert ex.resolve([ex.XLA_BF16], key, measure, cache) == (ex.XLA_BF16, None)  # one candidate: nothing to time
+    paths = ex.candidates("cpu", BF16)
+    key = ex.cache_key("shape", BF16, "2.20.0", [128], 16)
+    assert ex.resolve(paths, key, calibrate, cache) == (ex.GRAPH_BF16, {**calibrate(), "cached": False})
+    calls.clear()
+    path, record = ex.resolve(paths, key, calibrate, cache)
+    assert path == ex.GRAPH_BF16 and record["cached"] is True and not calls  # the second run did not calibrate
+    assert json.loads(cache.read_text())[key]["timings"] == {"xla fp32": 2.0, "graph bf16": 1.0}
+    assert ex.resolve([ex.XLA_BF16], key, calibrate, cache) == (ex.XLA_BF16, None)  # one candidate: nothing to time
+    assert ex.resolve(paths, key, None, cache) == (ex.XLA_FP32, None)  # no calibration allowed: the first
+
+
+def test_a_damaged_or_unwritable_cache_costs_a_calibration_not_the_run(tmp_path, caplog):
+    paths = ex.candidates("cpu", BF16)
+    record = {"timings": {"xla fp32": 1.0, "graph bf16": 2.0}, "choice": "xla fp32"}
+    damaged = tmp_path / "execution.json"
+    damaged.write_text("{not json")
+    assert ex.resolve(paths, "k", lambda: record, damaged)[0] == ex.XLA_FP32
+    assert json.loads(damaged.read_text())["k"]["choice"] == "xla fp32"  # rewritten whole
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    with caplog.at_level("WARNING"):
+        assert ex.resolve(paths, "k", lambda: record, blocked / "execution.json")[0] == ex.XLA_FP32
+    assert "next run calibrates again" in caplog.text
+    with pytest.raises(ValueError, match="calibration chose 'xla bf16'"):
+        ex.resolve(paths, "other", lambda: {"choice": "xla bf16"}, damaged)
 
 
 @pytest.mark.parametrize("change", [

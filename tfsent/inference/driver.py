@@ -191,15 +191,15 @@ def _predict_locked(ckpt_path: pathlib.Path, input: pathlib.Path, output: pathli
     spe = options.steps_per_execution or (TPU_STEPS_PER_EXECUTION if is_tpu(strategy) else 1)
     load = functools.partial(load_with_options, ckpt_path, strategy, spe)
     # The fingerprint holds the path that runs, never "auto": parts of another path are predicted again.
-    resolved = resolve_execution(strategy, options, model_id=json.dumps(checkpoint_files(ckpt_path)), load=load,
-                                 source=source if shard.count == 1 and not options.merge else None)
+    resolved = resolve_execution(strategy, options, config=_probe_config(ckpt_path, options),
+                                 calibrate=shard.count == 1 and not options.merge)
     if resolved.how != "explicit":
         log.info(resolved.describe())
     options = resolved.options
     fp = fingerprint(ckpt_path, input, fmt, kind, options, strategy.num_replicas_in_sync)
     if options.merge:
         return _merge_shards(source, output, out_fmt, fmt, kind, options, fp, start)
-    predictor = resolved.predictor or load(options)
+    predictor = load(options)
     if fmt == "documents":
         predictor.check_documents(str(input))
     lengths = bucket_lengths(options.buckets, predictor.max_length)
@@ -239,6 +239,15 @@ def _predict_locked(ckpt_path: pathlib.Path, input: pathlib.Path, output: pathli
     if kind == "masked_lm":
         summary.update(seed=options.mask_seed, checkpoint=str(ckpt_path))
     return _finish(summary, start, kind, output)
+
+
+def _probe_config(ckpt_path: pathlib.Path, options: PredictOptions):
+    """The checkpoint's config, read only where ``auto`` may have to probe its shape."""
+    if options.precision != "auto" and options.jit_compile != "auto":
+        return None
+    from tfsent.models.loading import read_config
+
+    return read_config(ckpt_path)
 
 
 def _open_source(ckpt_path: pathlib.Path, input: pathlib.Path, fmt: str, kind: str, options: PredictOptions):

@@ -318,7 +318,7 @@ def predict_bucketed(model: tf_keras.Model, strategy: tf.distribute.Strategy, to
         buckets: sorted bucket lengths (see :func:`bucket_lengths`); no row may exceed the last.
         global_batch_size: rows per step over all replicas; must divide by the replicas in sync.
         pad_values: pad value per feature (default 0), e.g. ``{"input_ids": tokenizer.pad_token_id}``.
-        on_rows: called with the number of rows (fillers included) after each step, for a progress bar.
+        on_rows: called after each step with the units it ran (rows, or packed sequences; fillers included).
         map_fn: an optional batch-level ``features -> features`` transform run in the input pipeline (a masked
             LM's evaluation masking, ``tfsent.data.masking.masking_map_fn``).
         shrink_tails: run each bucket's last, partial batch at a smaller shape (:func:`batch_plan`); False pads

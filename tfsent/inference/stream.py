@@ -76,21 +76,6 @@ def jobs(predictor: Predictor, source, store: PartStore, lengths, options: Predi
         pos, k = pos + len(units), k + 1
 
 
-def sample(predictor: Predictor, source, lengths, options: PredictOptions, n: int) -> TokenRows | None:
-    """The first ``n`` rows of ``source`` (documents: the chunks of its first documents, ``n`` or a few more),
-    tokenized as the part loop tokenizes them; None for an empty input. For timing execution paths on the job's
-    own shapes (``tfsent.inference.calibration``)."""
-    if source.kind == "tokens":
-        source.max_length = lengths[-1]  # as the driver reads records: none longer than the top bucket
-    stream = source.units()
-    if source.kind == "documents":
-        units, tokens, _ = _document_part(predictor, stream, lengths[-1], options, n)
-    else:
-        units = _take(stream, n)
-        tokens = _row_part(predictor, source.kind, units, lengths[-1], options)[0] if units else None
-    return tokens if units and len(tokens) else None
-
-
 def _row_part(predictor: Predictor, kind: str, units: list, max_length: int, options: PredictOptions
               ) -> tuple[TokenRows, dict]:
     if kind == "tokens":

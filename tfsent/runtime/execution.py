@@ -1,23 +1,23 @@
 """How prediction executes on this machine: XLA or graph mode, float32 or mixed bfloat16 (``auto`` for both).
 
-CPUs differ: only some have native bfloat16 (``avx512_bf16`` or AMX), where TensorFlow's graph-mode (oneDNN) bf16
-matmul ran 1.75x fp32 while under XLA bf16 was no faster than fp32; on AVX2-only CPUs bf16 is emulated and slow.
-With ``precision=auto`` / ``jit_compile=auto`` the choice is made here, per machine:
+CPUs differ: only some compute bfloat16 natively (``avx512_bf16``, or AMX's ``amx_bf16``). There TensorFlow's
+graph-mode matmuls run on oneDNN's bf16 kernels (ONEDNN_VERBOSE names ``brg_matmul:avx512_core_bf16`` or
+``avx512_core_amx``; ``tests/runtime/test_onednn_bf16.py`` checks it), while XLA's CPU dot does not go through
+oneDNN and computes bf16 by conversion, no faster than fp32. On AVX2-only CPUs bf16 is emulated everywhere. With
+``precision=auto`` / ``jit_compile=auto`` the choice is made here, per machine:
 
 - a TPU always runs XLA (and mixed bfloat16, its native type); a GPU keeps XLA with the precision policy's choice;
 - a CPU without native bf16 runs XLA fp32, without calibrating: in the interleaved-round bench (bench/RESULTS.md,
-  AVX2-only EPYC, 5 rounds) XLA fp32 ran 1.14x graph fp32 on MiniLM-L6 (256-row job) and 1.12x on BERT-base
-  (32-row job), while the short calibration on the job's two commonest buckets picked graph fp32 for MiniLM-L6:
-  the timing noise of a few batches is as large as the difference, so timing them costs a load and a compilation
-  per candidate and decides nothing;
-- a CPU with native bf16 has a real choice (graph bf16 matmuls ran 1.75x fp32 there): XLA fp32, graph fp32,
-  graph bf16 and XLA bf16 are timed; a bf16 path qualifies only where its labels agree with float32's on at
-  least 99.5% of the calibration rows.
+  AVX2-only EPYC, 5 rounds) XLA fp32 ran 1.14x graph fp32 on MiniLM-L6 and 1.12x on BERT-base, and emulated bf16
+  was slower on both paths;
+- a CPU with native bf16 chooses between the two paths that can win there, XLA fp32 and graph bf16 (graph fp32
+  ran level with XLA fp32 or behind it, XLA bf16 behind both), by a probe of one layer of the model's shape
+  (:mod:`tfsent.inference.probe`, about a second), because how much oneDNN's bf16 kernels gain depends on the
+  CPU (AMX or not) and on the model's width. Labels of the bf16 path agree with fp32 on at least 99.5% of
+  Financial PhraseBank (bench/RESULTS.md); ``precision=float32`` keeps fp32 where exact scores matter.
 
-The candidates are timed by a short calibration on the job's own bucket shapes (the caller supplies
-``measure(path) -> (seconds, labels)``), interleaved over a few rounds so that one slow moment of a shared machine
-does not decide, and the fastest qualifying path is cached per model, CPU flags and TensorFlow version
-(``$TFSENT_CACHE_DIR/execution.json``, default ``~/.cache/tfsent``), so later runs skip the calibration.
+The probe's choice is cached per CPU flags, model shape and TensorFlow version (``$TFSENT_CACHE_DIR/execution.json``,
+default ``~/.cache/tfsent``), so later runs of any checkpoint of that shape skip it.
 """
 
 from __future__ import annotations
@@ -25,17 +25,15 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 import pathlib
-import statistics
 from collections.abc import Callable, Mapping, Sequence
-
-import numpy as np
 
 from tfsent.runtime import atomic
 
-MIN_BF16_AGREEMENT = 0.995
-CALIBRATION_ROUNDS = 3
+log = logging.getLogger(__name__)
+
 NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 
 
@@ -95,10 +93,10 @@ def candidates(device: str, flags: frozenset[str], *, precision: str = "auto",
     elif device == "gpu":
         paths = [ExecutionPath(True, gpu_precision if precision == "auto" else precision)]
     else:
-        paths = [XLA_FP32, GRAPH_FP32, GRAPH_BF16, XLA_BF16] if has_native_bf16(flags) else [XLA_FP32]
+        # The two paths that can win on a CPU (module docstring): XLA for fp32, oneDNN's graph kernels for bf16.
+        paths = [XLA_FP32, GRAPH_BF16] if has_native_bf16(flags) else [XLA_FP32]
         if precision != "auto":
-            paths = [p for p in paths if p.precision == precision] or [ExecutionPath(True, precision),
-                                                                      ExecutionPath(False, precision)]
+            paths = [p for p in paths if p.precision == precision] or [ExecutionPath(True, precision)]
     if jit_compile != "auto":
         paths = [dataclasses.replace(p, jit_compile=bool(jit_compile)) for p in paths]
     return list(dict.fromkeys(paths))
@@ -124,71 +122,35 @@ def _read_cache(path: pathlib.Path) -> dict:
         return {}  # a missing or damaged cache only costs a calibration
 
 
-def choose(timings: Mapping[ExecutionPath, float], agreement: Mapping[ExecutionPath, float],
-           min_agreement: float = MIN_BF16_AGREEMENT) -> ExecutionPath:
-    """The fastest path whose labels agree with float32's on at least ``min_agreement`` of the rows.
-
-    Raises:
-        ValueError: no path was timed.
-    """
-    qualified = [p for p in timings if p.precision == "float32" or agreement.get(p, 0.0) >= min_agreement]
-    if not qualified:
-        raise ValueError("no execution path was timed")
-    return min(qualified, key=lambda p: timings[p])
-
-
-def calibrate(paths: Sequence[ExecutionPath], measure: Callable[[ExecutionPath], tuple[float, np.ndarray]],
-              rounds: int = CALIBRATION_ROUNDS) -> dict:
-    """Time every path ``rounds`` times, interleaved, and compare its labels with float32's.
-
-    Args:
-        paths: the candidates; a float32 path among them is the reference for label agreement.
-        measure: runs the calibration rows on one path (warm: the caller compiles first) and returns
-            (seconds, label ids).
-
-    Returns:
-        ``{"timings": {name: median seconds}, "agreement": {name: share}, "choice": name}``.
-    """
-    seconds: dict[ExecutionPath, list[float]] = {p: [] for p in paths}
-    labels: dict[ExecutionPath, np.ndarray] = {}
-    for _ in range(rounds):
-        for path in paths:
-            elapsed, ids = measure(path)
-            seconds[path].append(elapsed)
-            labels[path] = np.asarray(ids)
-    reference = next((labels[p] for p in paths if p.precision == "float32"), None)
-    agreement = {p: 1.0 if reference is None or p.precision == "float32" else float(np.mean(labels[p] == reference))
-                 for p in paths}
-    timings = {p: statistics.median(s) for p, s in seconds.items()}
-    choice = choose(timings, agreement)
-    return {"timings": {p.name: t for p, t in timings.items()}, "agreement": {p.name: a for p, a in agreement.items()},
-            "choice": choice.name}
-
-
-def resolve(paths: Sequence[ExecutionPath], key: str,
-            measure: Callable[[ExecutionPath], tuple[float, np.ndarray]] | None,
+def resolve(paths: Sequence[ExecutionPath], key: str, calibrate: Callable[[], dict] | None,
             cache: pathlib.Path | None = None) -> tuple[ExecutionPath, dict | None]:
     """Pick the path to run: the only candidate, the cached choice for ``key``, or a fresh calibration.
 
     Args:
         paths: from :func:`candidates`.
         key: from :func:`cache_key`.
-        measure: see :func:`calibrate`; None skips calibration and takes the first candidate.
+        calibrate: times the paths and returns a record with ``choice`` (a path's name) and ``timings``
+            (:func:`tfsent.inference.probe.probe`); None takes the first candidate.
         cache: the cache file; default :func:`cache_file`.
 
     Returns:
         (path, the calibration record when one ran or was read from the cache, else None).
     """
-    if len(paths) == 1 or measure is None:
+    if len(paths) == 1 or calibrate is None:
         return paths[0], None
     cache = cache or cache_file()
     by_name = {p.name: p for p in paths}
     record = _read_cache(cache).get(key)
     if record and record.get("choice") in by_name:
         return by_name[record["choice"]], dict(record, cached=True)
-    record = calibrate(paths, measure)
+    record = calibrate()
+    if record.get("choice") not in by_name:
+        raise ValueError(f"calibration chose {record.get('choice')!r}, not one of {sorted(by_name)}")
     entries = _read_cache(cache)
     entries[key] = record
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    atomic.write_text(cache, json.dumps(entries, indent=1, sort_keys=True))
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        atomic.write_text(cache, json.dumps(entries, indent=1, sort_keys=True))
+    except OSError as e:  # an unwritable cache costs the next run a calibration, never this run
+        log.warning("execution cache %s not written (%s); the next run calibrates again", cache, e.strerror or e)
     return by_name[record["choice"]], dict(record, cached=False)
