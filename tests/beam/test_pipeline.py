@@ -137,3 +137,29 @@ def test_a_transformers_classifier_scores_as_transformers(fixture, tmp_path):
     assert frame["row"].tolist() == list(range(len(expected["texts"])))
     np.testing.assert_allclose(frame[[f"prob_{n}" for n in expected["labels"]]].to_numpy(), expected["probs"],
                                atol=1e-5)
+
+
+def test_packed_slabs_score_as_padded_ones(ckpt, tmp_path, shared_data, monkeypatch):
+    # Short and long PhraseBank rows: packed (several rows per sequence, each seeing only itself) and padded give
+    # the same labels and probabilities within 1e-5, rows in order.
+    from tfsent.inference import engine
+
+    plans, real = [], engine.packing_choice
+    monkeypatch.setattr(engine, "packing_choice", lambda *a, **k: plans.append(real(*a, **k)) or plans[-1])
+    records = read_records(shared_data / "financial_phrasebank" / "Sentences_AllAgree.txt", "phrasebank")[:120]
+    texts = [r.text for r in records] + ["Profit rose.", "Up."] * 5
+    pd.DataFrame({"text": texts}).to_csv(tmp_path / "in.csv", index=False)
+    frames = {}
+    for packing in (True, False):
+        out = tmp_path / f"beam-{packing}.csv"
+        plans.clear()
+        score(ckpt, tmp_path / "in.csv", out, dataclasses.replace(BEAM, packing=packing))
+        frames[packing] = pd.read_csv(out)
+        packed = [p for p in plans if p is not None]
+        # packing=true: every slab packed, some sequences holding several rows; false: none.
+        assert (len(packed) == len(plans) > 0 and max(p.counts.max() for p in packed) > 1) \
+            if packing else (plans and not packed)
+    assert frames[True]["row"].tolist() == list(range(len(texts)))
+    _same_scores(frames[True], frames[False])
+    with pytest.raises(ValueError, match="packing='yes' must be true, false or auto"):
+        BeamOptions(packing="yes")

@@ -130,15 +130,17 @@ class ClassifierHandler(ModelHandler):
         strategy: the worker's strategy name (``tfsent.runtime.strategy.make_strategy``).
         precision: ``float32`` or a ``tfsent.runtime.precision`` policy.
         jit_compile: XLA-compile the predict step; None picks per strategy.
+        packing: ``auto``, True or False (:mod:`tfsent.inference.packing`): a slab's rows share sequences.
         documents: the units are document chunks (never truncated, no ``truncated`` column).
     """
 
     def __init__(self, ckpt_path: str, facts: ModelFacts, *, global_batch_size: int, strategy: str,
-                 precision: str, jit_compile: bool | None, documents: bool, label_names: Sequence[str] | None = None):
+                 precision: str, jit_compile: bool | None, documents: bool, label_names: Sequence[str] | None = None,
+                 packing: bool | str = "auto"):
         super().__init__(min_batch_size=1, max_batch_size=1)  # an example is a whole slab
         self._ckpt, self._facts, self._batch = ckpt_path, facts, global_batch_size
         self._strategy, self._precision, self._jit, self._documents = strategy, precision, jit_compile, documents
-        self._label_names = label_names
+        self._label_names, self._packing = label_names, packing
 
     def load_model(self) -> LoadedModel:
         from tfsent.runtime.memory import steady_heap
@@ -168,7 +170,8 @@ class ClassifierHandler(ModelHandler):
                                        np.asarray([u.truncated for u in slab], bool))
         with model.lock:
             out = predict_bucketed(model.predictor.model, model.strategy, tokens, buckets=self._facts.lengths,
-                                   global_batch_size=self._batch, pad_values=model.predictor.pad_values)
+                                   global_batch_size=self._batch, pad_values=model.predictor.pad_values,
+                                   packing=model.predictor.packing(self._packing))
         columns = model.predictor.columns(out, tokens, with_truncated=not self._documents)
         return [{k: columns[k][i] for k in columns} for i in range(len(slab))]
 

@@ -30,6 +30,7 @@ class BeamOptions:
     documents: ChunkOptions = ChunkOptions()
     precision: str = "float32"
     jit_compile: bool | None = None
+    packing: bool | str = "auto"
     strategy: str = "auto"
     overwrite: bool = False
     runner: str = "DirectRunner"
@@ -50,6 +51,8 @@ class BeamOptions:
             object.__setattr__(self, "pipeline_options", tuple(str(f) for f in self.pipeline_options))
         if self.global_batch_size < 1:
             raise ValueError(f"global_batch_size must be >= 1, got {self.global_batch_size}")
+        if self.packing not in (True, False, "auto"):
+            raise ValueError(f"packing={self.packing!r} must be true, false or auto")
         if self.block_size < 1:
             raise ValueError(f"block_size must be >= 1, got {self.block_size}")
         bad = [f for f in self.pipeline_options if not f.startswith("--")]

@@ -103,7 +103,8 @@ def build(pipeline: beam.Pipeline, ckpt_path: str, input: str, output: str, opti
     total = beam.pvalue.AsSingleton(count)
     handler = ClassifierHandler(ckpt_path, facts, global_batch_size=options.global_batch_size,
                                 strategy=options.strategy, precision=options.precision,
-                                jit_compile=options.jit_compile, documents=documents is not None,
+                                jit_compile=options.jit_compile, packing=options.packing,
+                                documents=documents is not None,
                                 label_names=options.label_names)
     keyed = (units
              | "Batch" >> BucketBatches(facts.lengths, options.global_batch_size * SLAB_BATCHES)
