@@ -91,3 +91,66 @@ def _predict_seconds(stdout: str) -> float | None:
             except (IndexError, ValueError):
                 return None
     return None
+
+
+@dataclasses.dataclass
+class AutoCost:
+    """A cold job with ``auto`` and an empty execution cache against the same job with the chosen path forced."""
+
+    rows: int
+    path: str  # what auto chose, e.g. "graph bf16"
+    auto: "Series"  # noqa: F821  (bench.rounds.Series)
+    forced: "Series"  # noqa: F821
+
+    @property
+    def cost(self):
+        """auto's seconds over the forced path's, per round (median, min-max): 1.10 = 10% more."""
+        from bench.rounds import speedup
+
+        return speedup(self.forced, self.auto)
+
+
+def auto_cost(ckpt: pathlib.Path, sentences: Sequence[str], rows: int, n_rounds: int,
+              log: Callable[[str], None] | None = None, smoke: bool = False) -> AutoCost:
+    """``python -m tfsent.predict`` in fresh processes, interleaved: ``precision=auto jit_compile=auto`` with an
+    empty ``TFSENT_CACHE_DIR`` each round (so each pays its probe) against the path auto chose, forced."""
+    from bench.inference import repeat_to
+    from bench.rounds import Mode, run_rounds
+
+    with tempfile.TemporaryDirectory(prefix="tfsent-auto-") as tmp:
+        tmp = pathlib.Path(tmp)
+        texts = tmp / "texts.txt"
+        texts.write_text("\n".join(t.replace("\n", " ") for t in repeat_to(sentences, rows)) + "\n",
+                         encoding="utf-8")
+        runs = iter(range(1_000_000))
+
+        def predict(*overrides: str) -> str:
+            env = {**os.environ, "TFSENT_CACHE_DIR": str(tmp / f"cache-{next(runs)}"),
+                   "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+            cmd = [sys.executable, "-m", "tfsent.predict", f"ckpt_path={ckpt}", f"input={texts}",
+                   f"output={tmp / 'out.csv'}", "overwrite=true", "strategy=cpu", "progress=false", *overrides]
+            done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO)
+            if done.returncode:
+                raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+            return done.stdout + done.stderr
+
+        auto = ("precision=auto", "jit_compile=auto")
+        chosen = _chosen_path(predict(*auto))  # untimed: which path to force
+        precision = "mixed_bfloat16" if chosen.endswith("bf16") else "float32"
+        forced = (f"precision={precision}", f"jit_compile={str(chosen.startswith('xla')).lower()}")
+        if log:
+            log(f"auto cost: auto chose {chosen}; forcing {' '.join(forced)}")
+        modes = [Mode(f"auto, empty cache ({rows} rows)", rows, lambda: predict(*auto) and None,
+                      "python -m tfsent.predict precision=auto jit_compile=auto, fresh TFSENT_CACHE_DIR"),
+                 Mode(f"{chosen} forced ({rows} rows)", rows, lambda: predict(*forced) and None,
+                      f"python -m tfsent.predict {' '.join(forced)}")]
+        series = run_rounds(modes, n_rounds, log=log, smoke=smoke)
+    return AutoCost(rows, chosen, series[modes[0].name], series[modes[1].name])
+
+
+def _chosen_path(output: str) -> str:
+    # "execution: graph bf16 (calibration); ..."
+    for line in output.splitlines():
+        if "execution: " in line:
+            return " ".join(line.split("execution: ", 1)[1].split()[:2])
+    raise RuntimeError(f"tfsent.predict logged no 'execution:' line:\n{output[-2000:]}")

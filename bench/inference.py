@@ -179,37 +179,35 @@ def _ragged(tokenizer, texts):
     return {k: enc[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
 
 
-def _warm_bucketed(clf, strategy, tokenizer, texts, batch_size):
-    """Compile each shape the texts will use (buckets and their smaller last batches) by predicting them once."""
-    from tfsent.inference.engine import predict_bucketed
-
-    predict_bucketed(clf, strategy, TokenRows.from_ragged(_ragged(tokenizer, texts)), buckets=BUCKETS,
-                     global_batch_size=batch_size, pad_values={"input_ids": tokenizer.pad_token_id})
-    return token_lengths(tokenizer, texts)
-
-
 def tfsent_predict(clf, strategy, tokenizer, texts: Sequence[str], batch_size: int, label: str,
                    name: str = "tfsent predict") -> tuple[Measurement, Measurement]:
     """tfsent's bucketed, XLA-compiled predict on a warm model (``tfsent.inference.engine.predict_bucketed``, the core
-    of ``tfsent.predict``).
+    of ``tfsent.predict``), with ``packing: auto`` as the driver runs it.
 
     Returns:
-        ``(measurement, useful)``: the run with the FLOPs it executed (padded buckets, filler rows included),
-        and the same time with only the FLOPs of the real tokens (no padding at all).
+        ``(measurement, useful)``: the run with the FLOPs it executed (padded buckets or packed sequences, filler
+        rows included), and the same time with only the FLOPs of the real tokens (no padding at all).
     """
     from tfsent.inference.engine import predict_bucketed
 
-    lengths = _warm_bucketed(clf, strategy, tokenizer, texts, batch_size)
+    packing = clf.packing(auto=True)
+    pad_values = {"input_ids": tokenizer.pad_token_id}
+
+    def run():
+        return predict_bucketed(clf, strategy, TokenRows.from_ragged(_ragged(tokenizer, texts)), buckets=BUCKETS,
+                                global_batch_size=batch_size, pad_values=pad_values, packing=packing)
+
+    run()  # compile every shape these texts use (buckets, packed sequences, smaller last batches)
+    lengths = token_lengths(tokenizer, texts)
     with RssSampler() as rss:
         start = time.perf_counter()
-        out = predict_bucketed(clf, strategy, TokenRows.from_ragged(_ragged(tokenizer, texts)), buckets=BUCKETS,
-                               global_batch_size=batch_size, pad_values={"input_ids": tokenizer.pad_token_id})
+        out = run()
         seconds = time.perf_counter() - start
     assert len(out["label_id"]) == len(texts)
     shape = encoder_shape(clf)
-    executed = flops_lib.batch_flops(shape, flops_lib.padded_rows(lengths, BUCKETS, batch_size))
+    executed = flops_lib.executed_flops(shape, lengths, BUCKETS, batch_size, packing="auto")
     useful = flops_lib.useful_flops(shape, lengths)
-    note = f"batch {batch_size}, buckets {list(BUCKETS)}, XLA"
+    note = f"batch {batch_size}, buckets {list(BUCKETS)}, XLA, packing auto"
     return (Measurement(f"{name} ({label})", len(texts), seconds, note, flops=executed, peak_rss_mb=rss.peak_mb,
                         rss_before_mb=rss.start_mb),
             Measurement(f"{name} ({label}), useful FLOPs", len(texts), seconds, note, flops=useful))

@@ -53,6 +53,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--skip-torch", action="store_true", help="leave out the PyTorch baselines")
     p.add_argument("--skip-training", action="store_true", help="leave out the training section")
     p.add_argument("--skip-cold", action="store_true", help="leave out the cold-start section")
+    p.add_argument("--skip-agreement", action="store_true",
+                   help="leave out bf16 against fp32 labels (fine-tunes MiniLM-L6 once, cached in bench/.cache)")
+    p.add_argument("--auto-rows", type=int, default=None,
+                   help="rows of the cold auto-against-forced job (default 1024; --quick: 32)")
     args = p.parse_args(argv)
     quick = args.quick
     args.rounds = args.rounds or (2 if quick else 5)
@@ -74,6 +78,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     args.minilm_jobs = ints(args.minilm_jobs, "16,48" if quick else "32,256,1024", "minilm-jobs")
     args.bert_jobs = ints(args.bert_jobs, "16" if quick else "32,256", "bert-jobs")
     args.cold_sizes = ints(args.cold_sizes, "20" if quick else "100,1000", "cold-sizes")
+    args.auto_rows = args.auto_rows or (32 if quick else 1024)
     return args
 
 
@@ -108,7 +113,7 @@ def main(argv=None) -> int:
     import tfsent  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
     import tensorflow as tf
 
-    from bench import cold, compare, flops, inference, machine, training
+    from bench import agreement, cold, compare, flops, inference, machine, training
     from bench.torch_client import TorchWorker
     from tfsent.models import load_tokenizer, resolve_source
     from tfsent.runtime import atomic
@@ -138,7 +143,7 @@ def main(argv=None) -> int:
                             16 if args.quick else 128, None),
               "BERT-base": ("bert_base", args.bert_jobs, min(args.bert_jobs), 8 if args.quick else 32,
                             {k: v for k, v in inference.BERT_BASE.items() if k != "arch"})}
-    results, cold_results, torch_info = [], [], None
+    results, cold_results, torch_info, auto_cost, labels = [], [], None, None, None
     with tempfile.TemporaryDirectory(prefix="tfsent-bench-") as tmp:
         ckpts = {}
         for label, (key, *_rest) in models.items():
@@ -168,7 +173,15 @@ def main(argv=None) -> int:
             variants = {"default config": ((), False),
                         "auto + XLA cache": (("precision=auto", "jit_compile=auto"), True)}
             cold_results = cold.cold_runs(ckpts["MiniLM-L6"], sentences, args.cold_sizes, variants, log=log)
+            auto_cost = cold.auto_cost(ckpts["MiniLM-L6"], sentences, args.auto_rows, args.rounds, log=log,
+                                       smoke=args.quick)
             timed("cold starts")
+
+    if not args.skip_agreement:
+        trained = agreement.trained_classifier(log=log)
+        pool = sentences[:200] if args.quick else sentences
+        labels = (agreement.path_labels(trained, strategy, pool, BATCH, inference.BUCKETS), len(pool))
+        timed("agreement")
 
     tiny = inference.build_model(strategy, "bert_tiny")
     scaling = []
@@ -194,8 +207,9 @@ def main(argv=None) -> int:
         timed("training")
 
     text = render(args, command, desc, torch_info, matmul, results, cold_results, scaling, train_ms,
-                  section_seconds, time.perf_counter() - t0)
+                  section_seconds, time.perf_counter() - t0, auto_cost=auto_cost, labels=labels)
     out = pathlib.Path(args.out)
+    text = carry_over(out.read_text() if out.is_file() else "", text)
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic.write_text(out, text)
     print(text)
@@ -254,12 +268,44 @@ def _flop_rows(ms, fp32_rate):
     return rows
 
 
-def render(args, command, desc, torch_info, matmul, results, cold_results, scaling, train_ms, section_seconds,
-           total_seconds) -> str:
-    """The RESULTS.md text: machine, command, targets, then one section per part of the bench."""
-    from bench import compare
+def carry_over(previous: str, text: str) -> str:
+    """``text`` followed by the numbered sections of ``previous`` that this run did not write (``## 5. Beam``,
+    ``## 6. Streaming``, ... come from their own scripts), all in section-number order."""
+    def sections(doc: str) -> tuple[str, dict[int, str]]:
+        head, numbered, current = [], {}, None
+        for line in doc.splitlines(keepends=True):
+            words = line.split()
+            if line.startswith("## ") and len(words) > 1 and words[1].rstrip(".").isdigit():
+                current = int(words[1].rstrip("."))
+                numbered[current] = ""
+            if current is None:
+                head.append(line)
+            else:
+                numbered[current] += line
+        return "".join(head), numbered
 
-    targets = [t for r in results for t in compare.targets(r)]
+    head, new = sections(text)
+    kept = {k: v for k, v in sections(previous)[1].items() if k not in new}
+    merged = {**kept, **new}
+    body = "".join(merged[k].rstrip("\n") + "\n\n" for k in sorted(merged))
+    return head + body.rstrip("\n") + "\n"
+
+
+def render(args, command, desc, torch_info, matmul, results, cold_results, scaling, train_ms, section_seconds,
+           total_seconds, *, auto_cost=None, labels=None) -> str:
+    """The RESULTS.md text: machine, command, targets, then one section per part of the bench."""
+    from bench import agreement, compare
+    from tfsent.runtime import execution
+
+    native = execution.has_native_bf16(execution.cpu_flags())
+    targets = [t for r in results for t in compare.targets(r, matmul, native)]
+    label_lines = []
+    if labels is not None:
+        label_lines, label_targets = agreement.render(labels[0], labels[1], "PhraseBank AllAgree plus, 2 epochs")
+        targets += label_targets
+    if auto_cost is not None:
+        targets.append(table.Target(f"cold {auto_cost.rows}-row job: auto (empty cache) / {auto_cost.path} forced, "
+                                    "seconds", auto_cost.cost.median, 1.10, higher_is_better=False))
     if train_ms:
         hand, fit = train_ms[0], train_ms[1]
         targets.append(table.Target("fit() overhead: hand-written step rate / fit() rate", table.speedup(hand, fit),
@@ -286,7 +332,7 @@ def render(args, command, desc, torch_info, matmul, results, cold_results, scali
               "## Command", "", "```", command.strip(), "```", "",
               f"Run time {total_seconds / 60:.1f} min ("
               + ", ".join(f"{k} {v:.0f} s" for k, v in section_seconds.items()) + ").", "",
-              "## Targets (issues 6 and 18)", "", table.targets_table(targets), "",
+              "## Targets (issues 6, 18 and 26)", "", table.targets_table(targets), "",
               *_ceilings(matmul["fp32"], torch_fp32, pipes.get("MiniLM-L6", []), pipes.get("BERT-base", []),
                          results),
               "## 1. Inference, interleaved rounds", "",
@@ -314,6 +360,14 @@ def render(args, command, desc, torch_info, matmul, results, cold_results, scali
                                  [[c.variant, c.rows, c.run, round(c.seconds, 1),
                                    "" if c.predict_seconds is None else round(c.predict_seconds, 1)]
                                   for c in cold_results]), ""]
+    if auto_cost is not None:
+        parts += [f"`precision=auto jit_compile=auto` on a cold {auto_cost.rows}-row job, with an empty "
+                  f"`$TFSENT_CACHE_DIR` every round (each run pays the one-layer probe), against the path it chose "
+                  f"(**{auto_cost.path}**) forced, fresh processes, {len(auto_cost.auto.seconds)} interleaved rounds:",
+                  "",
+                  table.markdown(["mode", "wall s median (min-max)", "note"],
+                                 [[s.name, str(s.time), s.note] for s in (auto_cost.auto, auto_cost.forced)]), "",
+                  f"auto / forced, per-round median (min-max): **{auto_cost.cost}** (target <= 1.10).", ""]
     if train_ms:
         parts += ["## 3. Training", "",
                   "fit() built as `tfsent.train` builds it (`+experiment=finbert_tone strategy=cpu`, its length "
@@ -335,7 +389,7 @@ def render(args, command, desc, torch_info, matmul, results, cold_results, scali
                              [[m.rows, round(m.seconds, 1), round(m.rate, 1), round(m.ms_per_row, 3),
                                round(m.flop_rate() / 1e9, 1), round(m.peak_rss_mb), round(m.rss_before_mb)]
                               for m in scaling]), ""]
-    return "\n".join(parts)
+    return "\n".join(parts + label_lines)
 
 
 if __name__ == "__main__":
