@@ -141,20 +141,20 @@ def test_tfsent_modes_on_tiny_bert(monkeypatch):
     by_length = {len(tokenizer(t)["input_ids"]): t for t in sentences}
     texts = [t for n, t in sorted(by_length.items()) if n <= 32][:8] + \
         [t for n, t in sorted(by_length.items()) if 32 < n <= 64][:1]
-    traces, warm, original = [], inference._warm_bucketed, clf.call
+    traces, original = [], clf.call
 
-    def warm_then_count(*args, **kwargs):
-        lengths = warm(*args, **kwargs)
-        monkeypatch.setattr(clf, "call", lambda *a, **k: traces.append(1) or original(*a, **k))
-        return lengths
+    class CountFromTheTimedRun(inference.RssSampler):  # entered right before the timed run, after the warm-up
+        def __enter__(self):
+            monkeypatch.setattr(clf, "call", lambda *a, **k: traces.append(1) or original(*a, **k))
+            return super().__enter__()
 
-    monkeypatch.setattr(inference, "_warm_bucketed", warm_then_count)
+    monkeypatch.setattr(inference, "RssSampler", CountFromTheTimedRun)
     executed, useful = inference.tfsent_predict(clf, strategy, tokenizer, texts, 4, "tiny")
     lengths = [len(tokenizer(t)["input_ids"]) for t in texts]
-    padded = flops.padded_rows(lengths, inference.BUCKETS, 4)
-    assert executed.flops == flops.batch_flops(shape, padded)
+    assert executed.flops == flops.executed_flops(shape, lengths, inference.BUCKETS, 4, packing="auto")
+    assert executed.flops <= flops.executed_flops(shape, lengths, inference.BUCKETS, 4, packing=False)
     # The warm-up compiled every shape the timed run used: no trace while timed.
-    assert traces == [] and len(padded) == 2, padded
+    assert traces == []
     assert useful.flops == sum(flops.sequence_flops(shape, n) for n in lengths)
     assert useful.flops < executed.flops
     assert executed.peak_rss_mb >= executed.rss_before_mb > 0
@@ -182,3 +182,24 @@ def test_streaming_bench_inputs_are_unique_and_quick_is_small():
     quick = streaming.parse_args(["--quick"])
     assert quick.sizes == "300,600" and quick.part_size == 128
     assert streaming.parse_args([]).sizes == "10000,100000,1000000"
+
+
+def test_results_keep_the_sections_other_scripts_wrote():
+    from bench.run import carry_over
+
+    previous = "# old\n\n## 1. Inference\n\nold one\n\n## 5. Beam\n\nbeam table\n\n## 7. Foreign\n\nforeign\n"
+    new = "# tfsent benchmarks\n\n## Targets\n\nt\n\n## 1. Inference\n\nnew one\n\n## 8. bf16\n\nlabels\n"
+    assert carry_over(previous, new) == ("# tfsent benchmarks\n\n## Targets\n\nt\n\n## 1. Inference\n\nnew one\n\n"
+                                         "## 5. Beam\n\nbeam table\n\n## 7. Foreign\n\nforeign\n\n## 8. bf16\n\n"
+                                         "labels\n")
+    assert carry_over("", new) == new
+
+
+def test_label_agreement_section_exact():
+    from bench import agreement
+
+    ref = agreement.PathLabels("xla fp32", "auto", np.array([0, 1, 2, 1]), np.full((4, 3), 1 / 3))
+    bf16 = agreement.PathLabels("graph bf16", "auto", np.array([0, 1, 2, 2]), np.full((4, 3), 1 / 3) + 0.01)
+    lines, targets = agreement.render([ref, bf16], 4, "test")
+    assert "| graph bf16, packing auto | 75.00% | 1 | 0.01 | 0.01 |" in "\n".join(lines)
+    assert [(t.value, t.goal, t.met) for t in targets] == [(0.75, 0.995, False)]
