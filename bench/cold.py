@@ -17,6 +17,8 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 
+from bench.rounds import Series
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
@@ -52,34 +54,47 @@ def cold_runs(ckpt: pathlib.Path, sentences: Sequence[str], sizes: Sequence[int]
         variants: name -> (extra ``key=value`` overrides for ``tfsent.predict``, whether the persistent XLA cache
             is on).
     """
-    from bench.inference import repeat_to
-
     out = []
     with tempfile.TemporaryDirectory(prefix="tfsent-cold-") as tmp:
         tmp = pathlib.Path(tmp)
         for n in sizes:
-            texts = tmp / f"texts-{n}.txt"
-            texts.write_text("\n".join(t.replace("\n", " ") for t in repeat_to(sentences, n)) + "\n",
-                             encoding="utf-8")
+            texts = _write_texts(tmp / f"texts-{n}.txt", sentences, n)
             for variant, (overrides, xla_cache) in variants.items():
                 caches = tmp / f"caches-{variant}-{n}"
-                env = {**os.environ, "TFSENT_CACHE_DIR": str(caches / "tfsent"),
-                       "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-                if xla_cache:
-                    env.update(xla_cache_env(caches / "xla"))
+                env = xla_cache_env(caches / "xla") if xla_cache else {}
                 for run in ("first", "second"):
-                    cmd = [sys.executable, "-m", "tfsent.predict", f"ckpt_path={ckpt}", f"input={texts}",
-                           f"output={tmp / 'out.csv'}", "overwrite=true", "strategy=cpu", "progress=false",
-                           *overrides]
                     start = time.perf_counter()
-                    done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO)
+                    done = _predict(ckpt, texts, tmp / "out.csv", caches / "tfsent", overrides, env)
                     seconds = time.perf_counter() - start
-                    if done.returncode:
-                        raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
                     out.append(ColdRun(variant, n, run, seconds, _predict_seconds(done.stdout)))
                     if log:
                         log(f"cold {variant}, {n} rows, {run} run: {seconds:.1f} s")
     return out
+
+
+def _write_texts(path: pathlib.Path, sentences: Sequence[str], n: int) -> pathlib.Path:
+    """``n`` sentences (the pool repeated), one per line."""
+    from bench.inference import repeat_to
+
+    path.write_text("\n".join(t.replace("\n", " ") for t in repeat_to(sentences, n)) + "\n", encoding="utf-8")
+    return path
+
+
+def _predict(ckpt: pathlib.Path, texts: pathlib.Path, output: pathlib.Path, cache_dir: pathlib.Path,
+             overrides: Sequence[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``python -m tfsent.predict`` file to file in a fresh process, its execution cache in ``cache_dir``.
+
+    Raises:
+        RuntimeError: the command failed (its stderr's tail attached).
+    """
+    full_env = {**os.environ, "TFSENT_CACHE_DIR": str(cache_dir),
+                "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env or {})}
+    cmd = [sys.executable, "-m", "tfsent.predict", f"ckpt_path={ckpt}", f"input={texts}", f"output={output}",
+           "overwrite=true", "strategy=cpu", "progress=false", *overrides]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=full_env, cwd=REPO)
+    if done.returncode:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return done
 
 
 def _predict_seconds(stdout: str) -> float | None:
@@ -99,8 +114,8 @@ class AutoCost:
 
     rows: int
     path: str  # what auto chose, e.g. "graph bf16"
-    auto: "Series"  # noqa: F821  (bench.rounds.Series)
-    forced: "Series"  # noqa: F821
+    auto: Series
+    forced: Series
 
     @property
     def cost(self):
@@ -114,24 +129,15 @@ def auto_cost(ckpt: pathlib.Path, sentences: Sequence[str], rows: int, n_rounds:
               log: Callable[[str], None] | None = None, smoke: bool = False) -> AutoCost:
     """``python -m tfsent.predict`` in fresh processes, interleaved: ``precision=auto jit_compile=auto`` with an
     empty ``TFSENT_CACHE_DIR`` each round (so each pays its probe) against the path auto chose, forced."""
-    from bench.inference import repeat_to
     from bench.rounds import Mode, run_rounds
 
     with tempfile.TemporaryDirectory(prefix="tfsent-auto-") as tmp:
         tmp = pathlib.Path(tmp)
-        texts = tmp / "texts.txt"
-        texts.write_text("\n".join(t.replace("\n", " ") for t in repeat_to(sentences, rows)) + "\n",
-                         encoding="utf-8")
+        texts = _write_texts(tmp / "texts.txt", sentences, rows)
         runs = iter(range(1_000_000))
 
         def predict(*overrides: str) -> str:
-            env = {**os.environ, "TFSENT_CACHE_DIR": str(tmp / f"cache-{next(runs)}"),
-                   "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-            cmd = [sys.executable, "-m", "tfsent.predict", f"ckpt_path={ckpt}", f"input={texts}",
-                   f"output={tmp / 'out.csv'}", "overwrite=true", "strategy=cpu", "progress=false", *overrides]
-            done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO)
-            if done.returncode:
-                raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+            done = _predict(ckpt, texts, tmp / "out.csv", tmp / f"cache-{next(runs)}", overrides)
             return done.stdout + done.stderr
 
         auto = ("precision=auto", "jit_compile=auto")
