@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import logging
+import json
 import statistics
 import time
 from collections.abc import Mapping, Sequence
@@ -26,8 +26,6 @@ import tf_keras
 
 from tfsent.models import architectures
 from tfsent.runtime import execution
-
-log = logging.getLogger(__name__)
 
 # Rows of one probe batch: enough tokens (8 x 128) for the matmuls to run near the rate a full batch runs them.
 PROBE_ROWS = 8
@@ -74,8 +72,6 @@ def shape_key(config: Any, flags: frozenset[str], tf_version: str, length: int, 
 
 
 def json_shape(config: Any, paths: Sequence[execution.ExecutionPath], replicas: int) -> str:
-    import json
-
     return json.dumps({"shape": model_shape(config), "paths": [p.name for p in paths], "replicas": replicas},
                       sort_keys=True, default=str)
 
