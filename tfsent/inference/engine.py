@@ -39,6 +39,7 @@ import tf_keras
 from tfsent.inference import packing as packing_lib
 from tfsent.inference.packing import FILLER_ID, Packing, PackedRows
 from tfsent.inference.tokens import TokenRows
+from tfsent.runtime import device_prefetch
 from tfsent.runtime.strategy import check_global_batch, is_tpu
 
 log = logging.getLogger(__name__)
@@ -334,6 +335,7 @@ def predict_bucketed(model: tf_keras.Model, strategy: tf.distribute.Strategy, to
             inputs exactly (a lost or duplicated row).
     """
     check_global_batch(global_batch_size, strategy, "global_batch_size")
+    device_prefetch.install()  # for strategies built elsewhere than make_strategy (the bench's, a user's)
     n = len(tokens)
     if n == 0:
         raise ValueError("nothing to predict: 0 rows")

@@ -20,6 +20,7 @@ import os
 import tensorflow as tf
 
 from tfsent.errors import UserError
+from tfsent.runtime import device_prefetch
 from tfsent.runtime.workers import WorkerConfigError, worker_info
 
 log = logging.getLogger(__name__)
@@ -139,6 +140,7 @@ def make_strategy(name: str = "auto") -> tf.distribute.Strategy:
     """
     kind, arg = _split_name(name)
     key = f"{kind}:{arg}"
+    device_prefetch.install()  # every dataset read under this strategy goes through its device prefetch
     if key not in _STRATEGIES:
         _STRATEGIES[key] = _build(kind, arg, name)
     return _STRATEGIES[key]
