@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
+import statistics
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 
-from bench import inference, rounds, table
+from bench import inference, model_alone, rounds, table
 from bench.rounds import Mode, Series
 
 PATH_ORDER = ("xla fp32", "graph fp32", "graph bf16", "xla bf16")
@@ -41,6 +42,7 @@ class ModelResult:
     how: str
     calibration_seconds: float
     jobs: list[Job]
+    alone: model_alone.ModelAlone | None = None  # the chosen path's model on the largest job's full batch
 
 
 def _paths():
@@ -119,7 +121,12 @@ def compare_model(label: str, ckpt: pathlib.Path, strategy, sentences: Sequence[
         series = rounds.run_rounds(modes, n_rounds, log=log, smoke=smoke)
         jobs.append(Job(n, series, flops, packing))
     chosen = f"tfsent {chosen_path} ({label})"
-    return ModelResult(label, chosen, chosen_path, resolved.how, calibration_seconds, jobs)
+    largest = max(sizes)
+    if log:
+        log(f"{label}: the model alone on the {largest}-row job's full batch, against the matmul rate")
+    alone = model_alone.measure(predictors[chosen_path], inference.repeat_to(sentences, largest), batch_size,
+                                bool(resolved.options.jit_compile), resolved.options.precision, n_rounds)
+    return ModelResult(label, chosen, chosen_path, resolved.how, calibration_seconds, jobs, alone)
 
 
 def _find(job: Job, prefix: str) -> Series | None:
@@ -200,6 +207,27 @@ def padding_ceiling(result: ModelResult) -> list[str]:
                      f"pipeline here; it executes {executed / useful:.2f}x the useful FLOPs, hence "
                      f"{rounds.speedup(chosen, pipe).median:.2f}x.")
     return lines
+
+
+def rate_ceiling(result: ModelResult) -> list[str]:
+    """The ceiling on the largest job's useful FLOP rate: the model alone on that job's full batch (as a fraction
+    of the matmul rate, interleaved rounds), divided by the job's executed / useful FLOPs."""
+    alone = result.alone
+    job = next((j for j in result.jobs if alone is not None and j.rows == alone.rows), None)
+    if job is None or result.chosen not in job.flops:
+        return []
+    executed, useful = job.flops[result.chosen]
+    reached = useful / job.series[result.chosen].time.median
+    matmul_rate = statistics.median(alone.matmul_rates)
+    batch, length = alone.shape
+    return [f"- {result.label}, {job.rows}-row job: the chosen path's model alone ({result.chosen_path}, compiled "
+            f"`predict_step` on the job's full batch of {batch} {'packed sequences' if alone.packed else 'rows'} x "
+            f"{length} tokens, no tokenizer or input pipeline) runs at {alone.model_rate / 1e9:.1f} GFLOP/s, "
+            f"**{alone.fraction:.0%}** of the {result.chosen_path[-4:]} matmul rate timed in the same "
+            f"{len(alone.model_seconds)} rounds ({matmul_rate / 1e9:.1f} GFLOP/s); with the job's executed / useful "
+            f"{executed / useful:.2f}, its useful rate can be at most **{alone.fraction * useful / executed:.0%}** of "
+            f"that rate. The job's useful rate was {reached / matmul_rate:.0%} of this matmul rate; on executed "
+            f"FLOPs it ran at {reached * executed / useful / alone.model_rate:.0%} of the model alone."]
 
 
 def targets(result: ModelResult, matmul: dict[str, float], native_bf16: bool) -> list[table.Target]:

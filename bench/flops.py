@@ -120,6 +120,38 @@ def executed_flops(shape: EncoderShape, lengths: Iterable[int], buckets: Iterabl
     return plan_flops(plan_batches(units, edges, global_batch_size, replicas), encoder, packed=chosen is not None)
 
 
+def _products(dtype: str, size: int, chain: int):
+    """A function computing ``chain`` independent ``size x size`` products, reduced to one scalar so results are
+    materialised without copying chain*size^2 values back."""
+    import tensorflow as tf
+
+    dt = tf.as_dtype(dtype)
+    pairs = [(tf.cast(tf.random.normal([size, size]), dt), tf.cast(tf.random.normal([size, size]), dt))
+             for _ in range(chain)]
+    return lambda: tf.add_n([tf.reduce_sum(tf.cast(tf.linalg.matmul(x, y), tf.float32)) for x, y in pairs])
+
+
+def _timed(fn) -> float:
+    start = time.perf_counter()
+    fn().numpy()
+    return time.perf_counter() - start
+
+
+def _fastest_variant(dtype: str, size: int, chain: int, repeats: int):
+    """``(compiled function, its best seconds)``: graph or XLA, whichever ran ``repeats`` calls fastest."""
+    import tensorflow as tf
+
+    products = _products(dtype, size, chain)
+    best = None
+    for jit in (False, True):
+        fn = tf.function(products, jit_compile=jit)
+        fn().numpy()  # trace, compile and warm up
+        seconds = min(_timed(fn) for _ in range(repeats))
+        if best is None or seconds < best[1]:
+            best = (fn, seconds)
+    return best
+
+
 def matmul_rate(dtype: str = "float32", size: int = 1024, chain: int = 8, repeats: int = 5) -> float:
     """This machine's sustained TF matmul rate in FLOP/s: the best of ``repeats`` timed calls of a tf.function
     that computes ``chain`` independent ``size x size`` products, compiled both by TF's graph runtime (oneDNN/Eigen
@@ -133,22 +165,11 @@ def matmul_rate(dtype: str = "float32", size: int = 1024, chain: int = 8, repeat
         repeats: timed calls per variant; the fastest counts (the machine is shared, so slow calls are other
             people's load).
     """
-    import tensorflow as tf
+    return 2.0 * chain * size ** 3 / _fastest_variant(dtype, size, chain, repeats)[1]
 
-    dt = tf.as_dtype(dtype)
-    pairs = [(tf.cast(tf.random.normal([size, size]), dt), tf.cast(tf.random.normal([size, size]), dt))
-             for _ in range(chain)]
 
-    def products():
-        # Reduce each product to a scalar so results are materialised without copying chain*size^2 values back.
-        return tf.add_n([tf.reduce_sum(tf.cast(tf.linalg.matmul(x, y), tf.float32)) for x, y in pairs])
-
-    best = float("inf")
-    for jit in (False, True):
-        fn = tf.function(products, jit_compile=jit)
-        fn().numpy()  # trace, compile and warm up
-        for _ in range(repeats):
-            start = time.perf_counter()
-            fn().numpy()
-            best = min(best, time.perf_counter() - start)
-    return 2.0 * chain * size ** 3 / best
+def matmul_timer(dtype: str = "float32", size: int = 1024, chain: int = 8, repeats: int = 3):
+    """A callable returning the matmul rate (FLOP/s) of one more call of :func:`matmul_rate`'s products, on its
+    faster variant: for timing the matmul rate in rounds interleaved with something else."""
+    fn, _ = _fastest_variant(dtype, size, chain, repeats)
+    return lambda: 2.0 * chain * size ** 3 / _timed(fn)

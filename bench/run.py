@@ -243,6 +243,9 @@ def _ceilings(fp32, torch_fp32, minilm, bert, results=()) -> list[str]:
         lines += compare.padding_ceiling(r)
     if lines:
         lines = ["Ceiling on the ratio to the pipeline:", ""] + lines + [""]
+    rate = [line for r in results for line in compare.rate_ceiling(r)]
+    if rate:
+        lines += ["Ceiling on the useful FLOP rate:", ""] + rate + [""]
     return lines
 
 

@@ -203,3 +203,37 @@ def test_label_agreement_section_exact():
     lines, targets = agreement.render([ref, bf16], 4, "test")
     assert "| graph bf16, packing auto | 75.00% | 1 | 0.01 | 0.01 |" in "\n".join(lines)
     assert [(t.value, t.goal, t.met) for t in targets] == [(0.75, 0.995, False)]
+
+
+def test_model_alone_times_the_jobs_largest_batch_against_interleaved_matmuls(tmp_path):
+    """The ceiling's batch is the shape the job runs most (here the packed 128-token sequences), its FLOPs are the
+    engine's count of that one batch, and every round has one model timing and one matmul rate."""
+    from bench import inference, model_alone
+    from helpers.tiny import tiny_checkpoint
+    from tfsent.inference.driver import load_with_options
+    from tfsent.inference.engine import choose_units, plan_batches, plan_flops
+    from tfsent.inference.options import PredictOptions
+    from tfsent.inference.tokens import tokenize_texts
+    from tfsent.runtime.strategy import make_strategy
+
+    strategy = make_strategy("cpu")
+    ckpt = tiny_checkpoint(tmp_path / "tiny")
+    options = PredictOptions(strategy="cpu", global_batch_size=8, buckets=inference.BUCKETS, progress=False)
+    predictor = load_with_options(ckpt, strategy, 1, options)
+    sentences = inference.read_phrasebank(REPO / "data" / "financial_phrasebank" / "Sentences_AllAgree.txt")
+    texts = inference.repeat_to(sentences, 200)
+
+    alone = model_alone.measure(predictor, texts, 8, jit_compile=False, precision="float32", n_rounds=3)
+    assert (alone.rows, alone.packed) == (200, True)
+    # The packed plan of these rows, as predict_bucketed runs it: the batch shape with the most sequences.
+    tokens = tokenize_texts(predictor.tokenizer, texts, inference.BUCKETS[-1], features=predictor.features)
+    units = choose_units(tokens, inference.BUCKETS, predictor.packing("auto"), predictor.pad_values, 8, 1)
+    run = {}
+    for length, _, batch, steps in plan_batches(units.lengths, inference.BUCKETS, 8, 1):
+        run[(batch, length)] = run.get((batch, length), 0) + batch * steps
+    assert run[alone.shape] == max(run.values()) and alone.shape[0] == 8
+    encoder = inference.encoder_shape(predictor.model).encoder()
+    assert alone.flops == plan_flops([(alone.shape[1], None, 8, 1)], encoder, packed=True)
+    assert len(alone.model_seconds) == len(alone.matmul_rates) == 3 and min(alone.matmul_rates) > 0
+    assert alone.fraction == pytest.approx(sorted(alone.flops / s / m for s, m in
+                                                  zip(alone.model_seconds, alone.matmul_rates))[1])

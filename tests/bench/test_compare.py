@@ -61,6 +61,25 @@ def test_padding_ceiling_is_the_executed_rate_over_the_pipeline_useful_rate():
     assert "at most **6.00x** the pipeline here; it executes 2.00x the useful FLOPs, hence 3.00x." in line
 
 
+def test_rate_ceiling_is_the_model_alone_over_the_matmul_rate_divided_by_the_padding():
+    from bench.model_alone import ModelAlone
+
+    result = _result()
+    assert compare.rate_ceiling(result) == []  # no model-alone measurement: no line
+    # One 16 GFLOP batch in 0.4 s (40 GFLOP/s) against matmul rounds of 100, 80 and 100 GFLOP/s: per-round
+    # fractions 0.4, 0.5, 0.4: median 0.4 (a ratio per round, not a ratio of medians).
+    result.alone = ModelAlone(100, (64, 128), True, 16_000_000_000, [0.4, 0.4, 0.4], [100e9, 80e9, 100e9])
+    assert result.alone.fraction == pytest.approx(0.4)
+    (line,) = compare.rate_ceiling(result)
+    # The job: 40 GFLOP executed for 20 useful, 1 s median round: useful 20 GFLOP/s = 20% of the 100 GFLOP/s median
+    # matmul rate; ceiling 40% / 2.00 = 20%; on executed FLOPs 40 GFLOP/s = 100% of the model alone.
+    assert "64 packed sequences x 128 tokens" in line and "runs at 40.0 GFLOP/s, **40%**" in line
+    assert "executed / useful 2.00, its useful rate can be at most **20%**" in line
+    assert "The job's useful rate was 20% of this matmul rate; on executed FLOPs it ran at 100% of the model" in line
+    result.alone.rows = 999  # a job size that was not timed
+    assert compare.rate_ceiling(result) == []
+
+
 def test_packing_table_shows_padded_and_packed_ratios_and_what_auto_ran():
     result = _result()
     job = result.jobs[0]
@@ -90,7 +109,10 @@ def test_results_page_renders_every_section_from_scripted_results():
     from bench import cold, run, table
 
     args = run.parse_args(["--quick"])
+    from bench.model_alone import ModelAlone
+
     result = dataclasses.replace(_result(), label="MiniLM-L6")
+    result.alone = ModelAlone(100, (64, 128), True, 16_000_000_000, [0.4, 0.4, 0.4], [100e9, 100e9, 100e9])
     cold_runs = [cold.ColdRun("default config", 100, "first", 20.0, 12.5),
                  cold.ColdRun("default config", 100, "second", 18.0, None)]
     scaling = [table.Measurement("s", 10, 1.0, flops=1e9, peak_rss_mb=100.0, rss_before_mb=90.0),
@@ -107,6 +129,7 @@ def test_results_page_renders_every_section_from_scripted_results():
     # The pipeline's useful FLOPs (20 GFLOP in a 3 s median round) against the 100 GFLOP/s fp32 ceiling.
     assert "runs its useful FLOPs at 6.7 GFLOP/s, 7% of TF's fp32 matmul rate" in text
     assert "- MiniLM-L6, 100-row job: the chosen path runs the model's shapes at 40.0 GFLOP/s" in text
+    assert "Ceiling on the useful FLOP rate:\n\n- MiniLM-L6, 100-row job: the chosen path's model alone" in text
     assert "## 3. Training" in text and "## 4. Scaling with work" in text
 
 
