@@ -24,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from tfsent.models import architectures
+from tfsent.models import activations, architectures
 from tfsent.runtime import execution
 
 # Rows of one probe batch: enough tokens (8 x 128) for the matmuls to run near the rate a full batch runs them.
@@ -116,6 +116,7 @@ def _runner(config: Any, path: execution.ExecutionPath, length: int) -> _Runner:
     tf_keras.mixed_precision.set_global_policy(path.precision)
     try:
         model = arch.classifier_cls()(small)
+        activations.use_float32_gelu(model)  # the layer the job will run: build_classifier does the same
         model.build_in_name_scope()  # weights first: a tf.function that creates variables traces twice
         features = arch.features(small)
         batch = _batch(features, PROBE_ROWS, length)

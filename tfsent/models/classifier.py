@@ -29,7 +29,7 @@ import tf_keras
 
 from tfsent.inference.flops import EncoderFlops
 from tfsent.inference.packing import Packing
-from tfsent.models import architectures
+from tfsent.models import activations, architectures
 from tfsent.models import labels as labels_lib
 from tfsent.models import loading, sources, weights
 from tfsent.models.base import PretrainedModel
@@ -263,6 +263,7 @@ def build_classifier(spec: ClassifierSpec, *, require_head: bool = False) -> Seq
     loading.check_max_positions(config, spec.max_seq_length)
 
     hf_model = architectures.get(arch).classifier_cls()(config)
+    activations.use_float32_gelu(hf_model)  # under a bf16/fp16 policy: TF's half-precision erfc is slow
     # Build (and load) before wrapping: weight names must be `<model>/bert/...`, which the loaders strip.
     hf_model.build_in_name_scope()
     if directory is not None:

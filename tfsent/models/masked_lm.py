@@ -23,6 +23,7 @@ import tensorflow as tf
 import tf_keras
 
 from tfsent.data.masking import IGNORE_INDEX, MaskingSpec
+from tfsent.models import activations
 from tfsent.models.base import PretrainedModel
 from tfsent.models.loading import CheckpointError, check_max_positions
 from tfsent.models.weights import load_weights
@@ -142,6 +143,7 @@ class MaskedLM(PretrainedModel):
         # tf_model.h5 no longer loads by name into a fresh TFRobertaForMaskedLM (every weight comes back random).
         if not roberta.built:
             roberta.build_in_name_scope()
+        activations.use_float32_gelu(roberta)  # under a bf16/fp16 policy: TF's half-precision erfc is slow
         self.roberta = roberta
         self.loss_metric = _Ratio("loss")
         self.accuracy_metric = _Ratio("masked_accuracy")
