@@ -76,7 +76,9 @@ def test_other_candidates_are_timed_as_they_are(monkeypatch):
 def test_the_real_probe_is_bounded():
     record = probe.probe(tiny_hf_config("bert"), [ex.XLA_FP32, ex.GRAPH_BF16])
     assert {"graph fp32", "graph bf16"} <= set(record["timings"]) and record["choice"] in ("xla fp32", "graph bf16")
-    assert probe.MIN_ROUNDS <= record["rounds"] <= probe.MAX_ROUNDS
+    # A gain between 1x and CLEAR_GAIN (timing-dependent on a shared machine) adds a head-to-head stage of its own.
+    stages = 2 if record["decided"] == "head to head" else 1
+    assert stages * probe.MIN_ROUNDS <= record["rounds"] <= stages * probe.MAX_ROUNDS
     assert record["seconds"] > 0
 
 
