@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tfsent.config import ConfigError
 from tfsent.inference import calibration, driver, probe
 from tfsent.inference.driver import predict
 from tfsent.inference.options import PredictOptions
@@ -121,6 +122,25 @@ def test_a_cpu_without_native_bf16_runs_xla_fp32_without_calibrating(monkeypatch
     assert (resolved.options.precision, resolved.options.jit_compile, resolved.how) == ("float32", True,
                                                                                         "only candidate")
     assert not probes
+
+
+def test_a_onednn_capped_below_bf16_keeps_auto_on_fp32_and_refuses_graph_bf16_in_one_line(monkeypatch, probes):
+    # ONEDNN_MAX_CPU_ISA=AVX2 on an AVX-512 bf16 CPU: graph bf16 would abort in oneDNN's C++ (no bf16 kernel).
+    monkeypatch.setattr(calibration.execution, "cpu_flags", lambda: BF16 | {"avx512f"})
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    strategy = make_strategy("cpu")
+    resolved = calibration.resolve_execution(strategy, AUTO, config=tiny_hf_config("bert"))
+    assert (resolved.options.precision, resolved.options.jit_compile, resolved.how) == ("float32", True,
+                                                                                        "only candidate")
+    assert not probes
+    graph = dataclasses.replace(AUTO, precision="mixed_bfloat16", jit_compile=False)
+    with pytest.raises(ConfigError, match=r"ONEDNN_MAX_CPU_ISA=AVX2 leaves out") as e:
+        calibration.resolve_execution(strategy, graph, config=tiny_hf_config("bert"))
+    assert "\n" not in str(e.value)
+    xla = dataclasses.replace(graph, jit_compile=True)
+    assert calibration.resolve_execution(strategy, xla).options == xla  # XLA's bf16 does not use oneDNN
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE")  # oneDNN emulates bf16 there: slow, but it runs
+    assert calibration.resolve_execution(strategy, graph).options == graph
 
 
 def test_predict_auto_loads_once_fingerprints_the_resolved_path_and_logs_it(ckpt, texts, tmp_path, monkeypatch,

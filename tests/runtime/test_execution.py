@@ -77,3 +77,26 @@ def test_cpu_flags_from_cpuinfo(tmp_path):
     assert ex.cpu_flags(info) == frozenset({"fpu", "avx2", "avx512_bf16"})
     assert ex.has_native_bf16(ex.cpu_flags(info)) and not ex.has_native_bf16(AVX2)
     assert ex.cpu_flags(tmp_path / "absent") == frozenset()
+
+
+@pytest.mark.parametrize("value, isa", [(None, None), ("", None), ("ALL", None), ("default", None),
+                                        ("avx2", "AVX2"), (" AVX512_CORE_AMX ", "AVX512_CORE_AMX"),
+                                        ("PENTIUM", None)])
+def test_onednn_max_isa_reads_the_variable_as_onednn_does(value, isa):
+    assert ex.onednn_max_isa({} if value is None else {"ONEDNN_MAX_CPU_ISA": value}) == isa
+
+
+def test_a_onednn_cap_below_its_bf16_kernels_means_no_native_bf16_and_graph_bf16_may_abort(monkeypatch):
+    amx = BF16 | {"amx_bf16"}
+    assert ex.has_native_bf16(BF16, "AVX512_CORE_BF16") and ex.has_native_bf16(amx, "AVX512_CORE_AMX")
+    for cap in ("AVX2", "AVX512_CORE", "AVX512_CORE_VNNI"):
+        assert not ex.has_native_bf16(BF16, cap) and not ex.has_native_bf16(amx, cap)
+    # oneDNN emulates bf16 from AVX512_CORE up; below it an AVX-512 CPU has no bf16 matmul kernel at all.
+    assert ex.graph_bf16_blocked(BF16, "AVX2") and ex.graph_bf16_blocked(BF16, "AVX2_VNNI_2")
+    assert not ex.graph_bf16_blocked(BF16, "AVX512_CORE") and not ex.graph_bf16_blocked(BF16, "")
+    assert not ex.graph_bf16_blocked(AVX2, "AVX2")  # TensorFlow keeps bf16 off oneDNN on AVX2-only CPUs
+    # The environment is the default, so auto's candidates follow the cap.
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert ex.candidates("cpu", BF16) == [ex.XLA_FP32]
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "ALL")
+    assert ex.candidates("cpu", BF16) == [ex.XLA_FP32, ex.GRAPH_BF16]

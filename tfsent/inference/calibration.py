@@ -18,6 +18,7 @@ import logging
 
 import tensorflow as tf
 
+from tfsent.config import ConfigError
 from tfsent.inference import probe
 from tfsent.inference.options import PredictOptions
 from tfsent.models import architectures
@@ -89,9 +90,15 @@ def resolve_execution(strategy: tf.distribute.Strategy, options: PredictOptions,
     Returns:
         The concrete options and how they were chosen.
     """
+    flags = execution.cpu_flags()
+    resolved = _resolve(strategy, options, flags, config, calibrate, cache)
+    _refuse_aborting_bf16(strategy, resolved.options, flags)
+    return resolved
+
+
+def _resolve(strategy, options, flags, config, calibrate, cache) -> Resolved:
     if options.precision != "auto" and options.jit_compile != "auto":
         return Resolved(options, "explicit")
-    flags = execution.cpu_flags()
     paths = candidate_paths(strategy, options, flags, config)
     concrete = lambda p: dataclasses.replace(options, precision=p.precision, jit_compile=p.jit_compile)  # noqa: E731
     if len(paths) == 1:
@@ -103,5 +110,17 @@ def resolve_execution(strategy: tf.distribute.Strategy, options: PredictOptions,
     path, record = execution.resolve(paths, key, lambda: probe.probe(config, paths, length=length), cache)
     how = "cache" if record and record.get("cached") else "calibration"
     return Resolved(concrete(path), how, record)
+
+
+def _refuse_aborting_bf16(strategy: tf.distribute.Strategy, options: PredictOptions, flags: frozenset[str]) -> None:
+    # auto never lands here (a capped oneDNN has no native bf16, so auto keeps fp32); an explicit setting would
+    # kill the process in oneDNN's C++ with no word of why.
+    jit = options.jit_compile if options.jit_compile is not None else jit_compile_supported(strategy)
+    graph = not jit or not jit_compile_supported(strategy)
+    if (device_kind(strategy) == "cpu" and options.precision == "mixed_bfloat16" and graph
+            and execution.graph_bf16_blocked(flags)):
+        raise ConfigError(f"precision=mixed_bfloat16 in graph mode needs oneDNN's bf16 kernels, which "
+                          f"ONEDNN_MAX_CPU_ISA={execution.onednn_max_isa()} leaves out on this CPU: set "
+                          f"jit_compile=true, precision=float32, or unset ONEDNN_MAX_CPU_ISA")
 
 

@@ -3,7 +3,9 @@
 CPUs differ: only some compute bfloat16 natively (``avx512_bf16``, or AMX's ``amx_bf16``). There TensorFlow's
 graph-mode matmuls run on oneDNN's bf16 kernels (ONEDNN_VERBOSE names ``brg_matmul:avx512_core_bf16`` or
 ``avx512_core_amx``; ``tests/runtime/test_onednn_bf16.py`` checks it), while XLA's CPU dot does not go through
-oneDNN and computes bf16 by conversion, no faster than fp32. On AVX2-only CPUs bf16 is emulated everywhere. With
+oneDNN and computes bf16 by conversion, no faster than fp32. On AVX2-only CPUs bf16 is emulated everywhere, and so
+it is where ``ONEDNN_MAX_CPU_ISA`` caps oneDNN below its bf16 kernels (bench/run.py ``--max-isa avx2`` runs an
+AVX2 machine's bench that way). With
 ``precision=auto`` / ``jit_compile=auto`` the choice is made here, per machine:
 
 - a TPU always runs XLA (and mixed bfloat16, its native type); a GPU keeps XLA with the precision policy's choice;
@@ -69,9 +71,41 @@ def cpu_flags(cpuinfo: str | os.PathLike = "/proc/cpuinfo") -> frozenset[str]:
     return frozenset()
 
 
-def has_native_bf16(flags: frozenset[str]) -> bool:
-    """Whether the CPU computes bfloat16 natively (else bf16 is emulated and slower than fp32)."""
-    return any(f in flags for f in NATIVE_BF16_FLAGS)
+# oneDNN's instruction-set levels, lowest first (its ``dnnl_cpu_isa_t``), as ``ONEDNN_MAX_CPU_ISA`` names them.
+ONEDNN_ISAS = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI",
+               "AVX512_CORE_BF16", "AVX10_1_512", "AVX512_CORE_FP16", "AVX10_1_512_AMX", "AVX512_CORE_AMX",
+               "AVX10_1_512_AMX_FP16", "AVX512_CORE_AMX_FP16")
+
+
+def onednn_max_isa(environ: Mapping[str, str] | None = None) -> str | None:
+    """The instruction set ``ONEDNN_MAX_CPU_ISA`` caps oneDNN at, upper case; None when oneDNN may use them all."""
+    return _isa((os.environ if environ is None else environ).get("ONEDNN_MAX_CPU_ISA"))
+
+
+def _isa(value: str | None) -> str | None:
+    value = (value or "").strip().upper()
+    return value if value in ONEDNN_ISAS else None  # unset, ALL, DEFAULT, or a name oneDNN ignores too
+
+
+def _capped_below(isa: str, max_isa: str | None) -> bool:
+    max_isa = onednn_max_isa() if max_isa is None else _isa(max_isa)
+    return max_isa is not None and ONEDNN_ISAS.index(max_isa) < ONEDNN_ISAS.index(isa)
+
+
+def has_native_bf16(flags: frozenset[str], max_isa: str | None = None) -> bool:
+    """Whether the CPU computes bfloat16 natively (else bf16 is emulated and slower than fp32).
+
+    ``max_isa`` (an ``ONEDNN_MAX_CPU_ISA`` value; default :func:`onednn_max_isa`): a cap below
+    ``AVX512_CORE_BF16`` leaves oneDNN without its bf16 kernels, so bf16 is emulated even where the CPU has them.
+    """
+    return any(f in flags for f in NATIVE_BF16_FLAGS) and not _capped_below("AVX512_CORE_BF16", max_isa)
+
+
+def graph_bf16_blocked(flags: frozenset[str], max_isa: str | None = None) -> bool:
+    """Whether graph-mode bf16 would abort the process: on an AVX-512 CPU TensorFlow hands bf16 matmuls to oneDNN,
+    which has no bf16 kernel at all below ``AVX512_CORE`` (``ONEDNN_MAX_CPU_ISA=AVX2``: "could not create a
+    primitive descriptor for the matmul primitive", then ``terminate``). XLA's bf16 does not use oneDNN."""
+    return "avx512f" in flags and _capped_below("AVX512_CORE", max_isa)
 
 
 def candidates(device: str, flags: frozenset[str], *, precision: str = "auto",
