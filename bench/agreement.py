@@ -62,8 +62,11 @@ def path_labels(ckpt: pathlib.Path, strategy, texts: Sequence[str], batch_size: 
 
     options = PredictOptions(strategy="cpu", global_batch_size=batch_size, buckets=tuple(buckets), progress=False)
     out = []
-    for path, packing in ((ex.XLA_FP32, "auto"), (ex.XLA_FP32, False), (ex.GRAPH_FP32, "auto"),
-                          (ex.GRAPH_BF16, "auto"), (ex.XLA_BF16, "auto")):
+    from bench import isa
+
+    runs = ((ex.XLA_FP32, "auto"), (ex.XLA_FP32, False), (ex.GRAPH_FP32, "auto"), (ex.GRAPH_BF16, "auto"),
+            (ex.XLA_BF16, "auto"))
+    for path, packing in [r for r in runs if r[0] in isa.runnable([r[0]])]:
         predictor = load_with_options(ckpt, strategy, 1, dataclasses.replace(
             options, precision=path.precision, jit_compile=path.jit_compile))
         tokens = tokenize_texts(predictor.tokenizer, texts, buckets[-1], features=predictor.features)

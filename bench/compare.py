@@ -48,7 +48,9 @@ class ModelResult:
 def _paths():
     from tfsent.runtime import execution as ex
 
-    return [ex.XLA_FP32, ex.GRAPH_FP32, ex.GRAPH_BF16, ex.XLA_BF16]
+    from bench import isa
+
+    return isa.runnable([ex.XLA_FP32, ex.GRAPH_FP32, ex.GRAPH_BF16, ex.XLA_BF16])
 
 
 def compare_model(label: str, ckpt: pathlib.Path, strategy, sentences: Sequence[str], sizes: Sequence[int],
@@ -100,7 +102,7 @@ def compare_model(label: str, ckpt: pathlib.Path, strategy, sentences: Sequence[
         modes: list[Mode] = []
         flops: dict[str, tuple[int, int]] = {}
         packing: dict[str, tuple[int, int, int]] = {}
-        for name in (PATH_ORDER if n == main_size else (chosen_path,)):
+        for name in ([p for p in PATH_ORDER if p in predictors] if n == main_size else (chosen_path,)):
             mode, counted = inference.path_mode(predictors[name], strategy, texts, batch_size, label, name)
             modes.append(mode)
             flops[mode.name] = (counted.executed, counted.useful)

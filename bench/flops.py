@@ -141,9 +141,14 @@ def _fastest_variant(dtype: str, size: int, chain: int, repeats: int):
     """``(compiled function, its best seconds)``: graph or XLA, whichever ran ``repeats`` calls fastest."""
     import tensorflow as tf
 
+    from bench import isa
+    from tfsent.runtime import execution as ex
+
     products = _products(dtype, size, chain)
+    precision = "mixed_bfloat16" if dtype == "bfloat16" else "float32"
+    variants = isa.runnable([ex.ExecutionPath(jit, precision) for jit in (False, True)])
     best = None
-    for jit in (False, True):
+    for jit in [p.jit_compile for p in variants]:
         fn = tf.function(products, jit_compile=jit)
         fn().numpy()  # trace, compile and warm up
         seconds = min(_timed(fn) for _ in range(repeats))

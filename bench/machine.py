@@ -33,9 +33,14 @@ def describe() -> dict[str, str]:
         pass
     import tensorflow as tf
 
+    from bench import isa
+
     simd = [f for f in ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
-    return {"nproc": str(os.cpu_count()), "cpu": cpu, "simd": " ".join(simd) or "none listed", "ram": ram,
-            "python": platform.python_version(), "tensorflow": tf.__version__,
+    out = {"nproc": str(os.cpu_count()), "cpu": cpu, "simd": " ".join(simd) or "none listed"}
+    cap = isa.describe()
+    if cap:
+        out["instruction set capped (bench/isa.py)"] = cap
+    return {**out, "ram": ram, "python": platform.python_version(), "tensorflow": tf.__version__,
             "load average (1, 5, 15 min) at start": " ".join(f"{x:.2f}" for x in os.getloadavg())}
 
 

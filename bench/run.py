@@ -46,7 +46,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--sizes", default=None,
                    help="comma-separated row counts for the scaling section (default 1000,10000,100000; "
                         "--quick: 128,512)")
-    p.add_argument("--out", default=str(REPO / "bench" / "RESULTS.md"), help="where to write the results")
+    p.add_argument("--out", default=None,
+                   help="where to write the results (default bench/RESULTS.md; with --max-isa, RESULTS-<isa>.md)")
+    p.add_argument("--max-isa", choices=["avx2"], default=None,
+                   help="run as an AVX2-only machine would: cap oneDNN, XLA, torch and MKL at AVX2 (bench/isa.py)")
     p.add_argument("--minilm-jobs", default=None, help="MiniLM-L6 job sizes (default 32,256,1024)")
     p.add_argument("--bert-jobs", default=None, help="BERT-base job sizes (default 32,256)")
     p.add_argument("--cold-sizes", default=None, help="cold file-to-file sizes (default 100,1000)")
@@ -63,6 +66,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.rounds < 5 and not quick:
         p.error(f"--rounds {args.rounds}: comparisons need at least 5 interleaved rounds (or --quick)")
     args.matmul_size = 512 if quick else 1024
+    args.out = args.out or str(REPO / "bench" / (f"RESULTS-{args.max_isa}.md" if args.max_isa else "RESULTS.md"))
 
     def ints(value, default, name):
         text = value or default
@@ -110,6 +114,10 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     command = "python bench/run.py " + " ".join(argv if argv is not None else sys.argv[1:])
 
+    if args.max_isa:
+        from bench import isa
+
+        log(f"instruction set capped: {isa.apply(args.max_isa)}")
     import tfsent  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
     import tensorflow as tf
 
@@ -249,6 +257,17 @@ def _ceilings(fp32, torch_fp32, minilm, bert, results=()) -> list[str]:
     return lines
 
 
+def _capped_note() -> str:
+    from bench import isa
+    from tfsent.runtime import execution as ex
+
+    if not isa.describe():
+        return ""
+    return (" This run capped the instruction set (header; `bench/isa.py`): bf16 is emulated on every path"
+            + (", and graph bf16, which would abort in oneDNN without its bf16 kernels, is left out."
+               if ex.graph_bf16_blocked(ex.cpu_flags()) else "."))
+
+
 def _pipeline_measurements(results) -> dict[str, list[table.Measurement]]:
     """Per model, the HF pipeline at the main job as a Measurement holding the useful FLOPs of its rows."""
     out = {}
@@ -319,7 +338,8 @@ def render(args, command, desc, torch_info, matmul, results, cold_results, scali
         best = min(scaling[:-1], key=lambda m: m.ms_per_row)
         targets.append(table.Target(f"per-row cost at {scaling[-1].rows} / at {best.rows} rows (flat)",
                                     scaling[-1].ms_per_row / best.ms_per_row, 1.2, higher_is_better=False))
-    torch_version = (f"torch {torch_info['torch']} ({torch_info['threads']} threads)" if torch_info else "not run")
+    torch_version = (f"torch {torch_info['torch']} ({torch_info['threads']} threads, kernels "
+                     f"{torch_info.get('cpu_capability', 'unknown')})" if torch_info else "not run")
     torch_fp32 = float(torch_info["matmul_fp32"]) if torch_info else None
     pipes = _pipeline_measurements(results)
     parts = ["# tfsent benchmarks", "",
@@ -344,7 +364,7 @@ def render(args, command, desc, torch_info, matmul, results, cold_results, scali
               "pipeline. Financial PhraseBank 50Agree sentences, repeated where a job exceeds its 4,846. The eager "
               "loop and `model.predict()` pad every row to 128, so their per-row cost does not depend on the job: "
               "they run on a slice of the main job. bf16 paths on a CPU without native bf16 (no `avx512_bf16`/"
-              "`amx_bf16`) are shown but never chosen.", "",
+              "`amx_bf16`) are shown but never chosen." + _capped_note(), "",
               f"TF matmul rate (best of 5 calls of 8 independent {args.matmul_size}x{args.matmul_size} products, "
               f"graph or XLA, whichever is faster): fp32 **{matmul['fp32'] / 1e9:.1f} GFLOP/s**, bf16 "
               f"**{matmul['bf16'] / 1e9:.1f} GFLOP/s**. FLOPs (`bench/flops.py`): *executed* = what tfsent ran "

@@ -10,7 +10,7 @@ interleaved round costs only the timed work:
 - ``{"cmd": "run", "name": key, "mode": "pipeline" | "batched", "texts": [...], "batch_size": n,
   "max_length": n}``: warm the mode up on its first call for that model, then time it:
   ``{"seconds": s, "rows": n}``;
-- ``{"cmd": "info"}``: ``{"torch": version, "threads": n, "matmul_fp32": FLOP/s}``;
+- ``{"cmd": "info"}``: ``{"torch": version, "threads": n, "matmul_fp32": FLOP/s, "cpu_capability": "AVX512"}``;
 - ``{"cmd": "ping"}``: ``{"pong": true}`` (no torch needed); ``{"cmd": "quit"}``.
 
 An error answers ``{"error": text}`` and the worker keeps serving. Timed: texts in, label ids out, tokenization
@@ -103,7 +103,8 @@ def matmul_rate(size: int = 1024, chain: int = 8, repeats: int = 5) -> float:
 def _info(req) -> dict:
     import torch
 
-    return {"torch": torch.__version__, "threads": torch.get_num_threads(), "matmul_fp32": matmul_rate()}
+    return {"torch": torch.__version__, "threads": torch.get_num_threads(), "matmul_fp32": matmul_rate(),
+            "cpu_capability": torch.backends.cpu.get_cpu_capability()}
 
 
 HANDLERS = {"load": _load, "run": _run, "info": _info, "ping": lambda req: {"pong": True}}
