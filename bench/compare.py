@@ -222,6 +222,12 @@ def rate_ceiling(result: ModelResult) -> list[str]:
     reached = useful / job.series[result.chosen].time.median
     matmul_rate = statistics.median(alone.matmul_rates)
     batch, length = alone.shape
+    pipe = _find(job, "HF pipeline")
+    # Even a job that ran at the model-alone rate with no tokenizer, input pipeline or call overhead, at this
+    # padding, could not beat the pipeline by more than this: where it is below a target, the target is out of reach.
+    versus = (f" At that rate no run of this job could be more than "
+              f"**{alone.model_rate * useful / executed / (useful / pipe.time.median):.2f}x** the HF pipeline (it "
+              f"was {rounds.speedup(job.series[result.chosen], pipe).median:.2f}x)." if pipe is not None else "")
     return [f"- {result.label}, {job.rows}-row job: the chosen path's model alone ({result.chosen_path}, compiled "
             f"`predict_step` on the job's full batch of {batch} {'packed sequences' if alone.packed else 'rows'} x "
             f"{length} tokens, no tokenizer or input pipeline) runs at {alone.model_rate / 1e9:.1f} GFLOP/s, "
@@ -229,7 +235,7 @@ def rate_ceiling(result: ModelResult) -> list[str]:
             f"{len(alone.model_seconds)} rounds ({matmul_rate / 1e9:.1f} GFLOP/s); with the job's executed / useful "
             f"{executed / useful:.2f}, its useful rate can be at most **{alone.fraction * useful / executed:.0%}** of "
             f"that rate. The job's useful rate was {reached / matmul_rate:.0%} of this matmul rate; on executed "
-            f"FLOPs it ran at {reached * executed / useful / alone.model_rate:.0%} of the model alone."]
+            f"FLOPs it ran at {reached * executed / useful / alone.model_rate:.0%} of the model alone.{versus}"]
 
 
 def targets(result: ModelResult, matmul: dict[str, float], native_bf16: bool) -> list[table.Target]:

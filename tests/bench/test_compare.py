@@ -76,6 +76,8 @@ def test_rate_ceiling_is_the_model_alone_over_the_matmul_rate_divided_by_the_pad
     assert "64 packed sequences x 128 tokens" in line and "runs at 40.0 GFLOP/s, **40%**" in line
     assert "executed / useful 2.00, its useful rate can be at most **20%**" in line
     assert "The job's useful rate was 20% of this matmul rate; on executed FLOPs it ran at 100% of the model" in line
+    # The pipeline's 20 useful GFLOP in its 3 s median round (6.67 GFLOP/s) against the ceiling's 20 GFLOP/s.
+    assert line.endswith("no run of this job could be more than **3.00x** the HF pipeline (it was 3.00x).")
     result.alone.rows = 999  # a job size that was not timed
     assert compare.rate_ceiling(result) == []
 
