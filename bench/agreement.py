@@ -53,6 +53,7 @@ def trained_classifier(log: Callable[[str], None] | None = None, run_dir: pathli
 def path_labels(ckpt: pathlib.Path, strategy, texts: Sequence[str], batch_size: int, buckets: Sequence[int]
                 ) -> list[PathLabels]:
     """Labels and probabilities of every path (packed as ``auto`` packs), and of fp32 XLA with packing off."""
+    from bench import isa
     from tfsent.inference.driver import load_with_options
     from tfsent.inference.engine import predict_bucketed
     from tfsent.inference.options import PredictOptions
@@ -62,11 +63,10 @@ def path_labels(ckpt: pathlib.Path, strategy, texts: Sequence[str], batch_size: 
 
     options = PredictOptions(strategy="cpu", global_batch_size=batch_size, buckets=tuple(buckets), progress=False)
     out = []
-    from bench import isa
-
     runs = ((ex.XLA_FP32, "auto"), (ex.XLA_FP32, False), (ex.GRAPH_FP32, "auto"), (ex.GRAPH_BF16, "auto"),
             (ex.XLA_BF16, "auto"))
-    for path, packing in [r for r in runs if r[0] in isa.runnable([r[0]])]:
+    keep = isa.runnable([path for path, _ in runs])
+    for path, packing in [(path, packing) for path, packing in runs if path in keep]:
         predictor = load_with_options(ckpt, strategy, 1, dataclasses.replace(
             options, precision=path.precision, jit_compile=path.jit_compile))
         tokens = tokenize_texts(predictor.tokenizer, texts, buckets[-1], features=predictor.features)

@@ -46,9 +46,8 @@ class ModelResult:
 
 
 def _paths():
-    from tfsent.runtime import execution as ex
-
     from bench import isa
+    from tfsent.runtime import execution as ex
 
     return isa.runnable([ex.XLA_FP32, ex.GRAPH_FP32, ex.GRAPH_BF16, ex.XLA_BF16])
 

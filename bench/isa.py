@@ -42,9 +42,8 @@ def describe(environ=None) -> str | None:
 
 
 def runnable(paths):
-    """``paths`` less graph bf16 where a oneDNN cap would abort it
-    (:func:`tfsent.runtime.execution.graph_bf16_blocked`)."""
+    """``paths`` less those a oneDNN cap would abort (:func:`tfsent.runtime.execution.aborts`)."""
     from tfsent.runtime import execution as ex
 
-    blocked = ex.graph_bf16_blocked(ex.cpu_flags())
-    return [p for p in paths if not (blocked and p.precision == "mixed_bfloat16" and not p.jit_compile)]
+    flags = ex.cpu_flags()
+    return [p for p in paths if not ex.aborts(p, flags)]

@@ -98,5 +98,7 @@ def test_a_onednn_cap_below_its_bf16_kernels_means_no_native_bf16_and_graph_bf16
     # The environment is the default, so auto's candidates follow the cap.
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
     assert ex.candidates("cpu", BF16) == [ex.XLA_FP32]
+    assert [p.name for p in (ex.XLA_FP32, ex.GRAPH_FP32, ex.GRAPH_BF16, ex.XLA_BF16) if ex.aborts(p, BF16)] == [
+        "graph bf16"]
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "ALL")
     assert ex.candidates("cpu", BF16) == [ex.XLA_FP32, ex.GRAPH_BF16]

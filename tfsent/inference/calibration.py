@@ -115,10 +115,8 @@ def _resolve(strategy, options, flags, config, calibrate, cache) -> Resolved:
 def _refuse_aborting_bf16(strategy: tf.distribute.Strategy, options: PredictOptions, flags: frozenset[str]) -> None:
     # auto never lands here (a capped oneDNN has no native bf16, so auto keeps fp32); an explicit setting would
     # kill the process in oneDNN's C++ with no word of why.
-    jit = options.jit_compile if options.jit_compile is not None else jit_compile_supported(strategy)
-    graph = not jit or not jit_compile_supported(strategy)
-    if (device_kind(strategy) == "cpu" and options.precision == "mixed_bfloat16" and graph
-            and execution.graph_bf16_blocked(flags)):
+    jit = options.jit_compile is not False and jit_compile_supported(strategy)  # null: XLA where it works
+    if device_kind(strategy) == "cpu" and execution.aborts(execution.ExecutionPath(jit, options.precision), flags):
         raise ConfigError(f"precision=mixed_bfloat16 in graph mode needs oneDNN's bf16 kernels, which "
                           f"ONEDNN_MAX_CPU_ISA={execution.onednn_max_isa()} leaves out on this CPU: set "
                           f"jit_compile=true, precision=float32, or unset ONEDNN_MAX_CPU_ISA")

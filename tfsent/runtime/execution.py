@@ -71,7 +71,8 @@ def cpu_flags(cpuinfo: str | os.PathLike = "/proc/cpuinfo") -> frozenset[str]:
     return frozenset()
 
 
-# oneDNN's instruction-set levels, lowest first (its ``dnnl_cpu_isa_t``), as ``ONEDNN_MAX_CPU_ISA`` names them.
+# oneDNN's instruction-set levels, lowest first (its ``dnnl_cpu_isa_t``), as ``ONEDNN_MAX_CPU_ISA`` names them; the
+# AVX10 names are aliases of their neighbours, all above the two levels compared here (AVX512_CORE, _BF16).
 ONEDNN_ISAS = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI",
                "AVX512_CORE_BF16", "AVX10_1_512", "AVX512_CORE_FP16", "AVX10_1_512_AMX", "AVX512_CORE_AMX",
                "AVX10_1_512_AMX_FP16", "AVX512_CORE_AMX_FP16")
@@ -106,6 +107,11 @@ def graph_bf16_blocked(flags: frozenset[str], max_isa: str | None = None) -> boo
     which has no bf16 kernel at all below ``AVX512_CORE`` (``ONEDNN_MAX_CPU_ISA=AVX2``: "could not create a
     primitive descriptor for the matmul primitive", then ``terminate``). XLA's bf16 does not use oneDNN."""
     return "avx512f" in flags and _capped_below("AVX512_CORE", max_isa)
+
+
+def aborts(path: ExecutionPath, flags: frozenset[str]) -> bool:
+    """Whether running ``path`` here would abort the process (graph bf16 where :func:`graph_bf16_blocked`)."""
+    return path.precision == "mixed_bfloat16" and not path.jit_compile and graph_bf16_blocked(flags)
 
 
 def candidates(device: str, flags: frozenset[str], *, precision: str = "auto",
