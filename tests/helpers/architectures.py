@@ -30,5 +30,5 @@ def tiny_hf_config(model_type: str, labels=("Neutral", "Positive", "Negative")):
     arch = architectures.get(model_type)
     config = arch.config_cls()(**{**BASE, **TINY[model_type]}, num_labels=len(labels),
                                id2label=dict(enumerate(labels)), label2id={n: i for i, n in enumerate(labels)})
-    config.architectures = [arch.classifier_class[2:]]
+    config.architectures = [arch.classifier_cls().__name__[2:]]
     return config

@@ -1,7 +1,7 @@
-"""The architectures tfsent builds classifiers from: one table entry per ``config.model_type``, nothing else.
+"""The architectures tfsent builds models from: one table entry per ``config.model_type``, nothing else.
 
 Everything that differs between Hugging Face encoder families lives in an :class:`Architecture` row: the
-transformers TF class with a sequence-classification head, which token features the model reads, how it numbers
+transformers TF classes (one per model kind with a head), which token features the model reads, how it numbers
 positions, where its per-layer blocks sit (for discriminative learning rates and gradual unfreezing) and whether
 the tokenizer can run inside an exported graph. The classifier, the predictor, export, Beam and the position checks
 read the row; none of them branches on a model name. Adding an architecture is one entry in :data:`ARCHITECTURES`
@@ -42,7 +42,8 @@ class Architecture:
         model_type: ``config.model_type`` (``bert``, ``xlm-roberta``, ``deberta-v2`` ...).
         family: the name users know it by, for messages and docs.
         config_class: the transformers config class (random init, config checks).
-        classifier_class: the transformers TF class with a sequence-classification head.
+        prefix: the transformers class prefix (``Bert``): ``TF<prefix><kind suffix>`` is the TF class of each model
+            kind with a head (``TFBertForSequenceClassification``, ``TFBertForQuestionAnswering``).
         token_types: the model reads ``token_type_ids`` (when its config has token types at all).
         positions: how positions are numbered (:class:`Positions`).
         layers: dotted path, from the backbone (``hf_model.<base_model_prefix>``), to the list of per-layer blocks.
@@ -67,7 +68,7 @@ class Architecture:
     model_type: str
     family: str
     config_class: str
-    classifier_class: str
+    prefix: str
     token_types: bool
     positions: Positions
     layers: str
@@ -82,9 +83,13 @@ class Architecture:
         """The transformers config class."""
         return getattr(transformers, self.config_class)
 
+    def task_cls(self, suffix: str):
+        """The transformers TF class of this architecture with a head (``ForQuestionAnswering``)."""
+        return getattr(transformers, f"TF{self.prefix}{suffix}")
+
     def classifier_cls(self):
         """The transformers TF sequence-classification class."""
-        return getattr(transformers, self.classifier_class)
+        return self.task_cls("ForSequenceClassification")
 
     def features(self, config: Any) -> tuple[str, ...]:
         """The token features a model of this config reads, in the order tfsent feeds them.
@@ -114,31 +119,31 @@ def _get(config: Any, key: str, default: Any = None) -> Any:
 
 
 def _roberta_like(model_type: str, family: str, prefix: str, tokenizer: Tokenizer) -> Architecture:
-    return Architecture(model_type, family, f"{prefix}Config", f"TF{prefix}ForSequenceClassification",
+    return Architecture(model_type, family, f"{prefix}Config", prefix,
                         token_types=False, positions=Positions.AFTER_PAD, layers="encoder.layer", tokenizer=tokenizer)
 
 
 ARCHITECTURES: dict[str, Architecture] = {a.model_type: a for a in (
-    Architecture("bert", "BERT", "BertConfig", "TFBertForSequenceClassification", token_types=True,
+    Architecture("bert", "BERT", "BertConfig", "Bert", token_types=True,
                  positions=Positions.FROM_ZERO, layers="encoder.layer", tokenizer=Tokenizer.WORDPIECE, pooled_head=True,
                  packed_head="pooler"),
     _roberta_like("roberta", "RoBERTa (DistilRoBERTa)", "Roberta", Tokenizer.BYTE_BPE),
     _roberta_like("xlm-roberta", "XLM-RoBERTa", "XLMRoberta", Tokenizer.SENTENCEPIECE),
     _roberta_like("camembert", "CamemBERT", "Camembert", Tokenizer.SENTENCEPIECE),
-    Architecture("distilbert", "DistilBERT", "DistilBertConfig", "TFDistilBertForSequenceClassification",
+    Architecture("distilbert", "DistilBERT", "DistilBertConfig", "DistilBert",
                  token_types=False, positions=Positions.FROM_ZERO, layers="transformer.layer",
                  tokenizer=Tokenizer.WORDPIECE, packed_encoder="distilbert", packed_head="pre_classifier"),
     # ALBERT shares one block across its layers: the shared group is one "layer" for discriminative rates.
-    Architecture("albert", "ALBERT", "AlbertConfig", "TFAlbertForSequenceClassification", token_types=True,
+    Architecture("albert", "ALBERT", "AlbertConfig", "Albert", token_types=True,
                  positions=Positions.FROM_ZERO, layers="encoder.albert_layer_groups",
                  tokenizer=Tokenizer.SENTENCEPIECE, pooled_head=True, packed_encoder="albert",
                  packed_head="dense_pooler"),
-    Architecture("electra", "ELECTRA", "ElectraConfig", "TFElectraForSequenceClassification", token_types=True,
+    Architecture("electra", "ELECTRA", "ElectraConfig", "Electra", token_types=True,
                  positions=Positions.FROM_ZERO, layers="encoder.layer", tokenizer=Tokenizer.WORDPIECE),
-    Architecture("deberta-v2", "DeBERTa-v2/v3", "DebertaV2Config", "TFDebertaV2ForSequenceClassification",
+    Architecture("deberta-v2", "DeBERTa-v2/v3", "DebertaV2Config", "DebertaV2",
                  token_types=True, positions=Positions.FROM_ZERO, layers="encoder.layer",
                  tokenizer=Tokenizer.SENTENCEPIECE, packed_encoder="deberta", packed_head="context_pooler"),
-    Architecture("deberta", "DeBERTa", "DebertaConfig", "TFDebertaForSequenceClassification", token_types=True,
+    Architecture("deberta", "DeBERTa", "DebertaConfig", "Deberta", token_types=True,
                  positions=Positions.FROM_ZERO, layers="encoder.layer", tokenizer=Tokenizer.BYTE_BPE, xla=False,
                  autograph=True,
                  packed_encoder="deberta", packed_head="context_pooler"),
