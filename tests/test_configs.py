@@ -6,7 +6,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from tfsent.config import (ClassificationDataSpec, ConfigError, CorpusSpec, TrainerSpec, conf_dir, spec_from_config,
+from tfsent.config import (ClassificationDataSpec, ConfigError, CorpusSpec, QADataSpec, TrainerSpec, conf_dir, spec_from_config,
                            strategy_name)
 from tfsent.train import train_spec
 
@@ -60,6 +60,11 @@ def _mlm_option(group: str, option: str) -> bool:
     return (group == "data" and "\ntokenizer:\n" in text) or (group == "model" and "max_predictions" in text)
 
 
+def _qa_option(group: str, option: str) -> bool:
+    text = (CONF / group / f"{option}.yaml").read_text()
+    return (group == "data" and "\ndoc_stride:" in text) or (group == "model" and "\nn_best:" in text)
+
+
 @pytest.mark.parametrize("group", GROUPS)
 def test_every_group_option_composes_into_its_typed_spec(group):
     """Each option of each group becomes the typed spec the run uses, with the values its YAML gives."""
@@ -70,6 +75,8 @@ def test_every_group_option_composes_into_its_typed_spec(group):
         if _mlm_option(group, option):
             # an MLM corpus sizes its tokenizer from an MLM model, and the other way round
             overrides += ["task=mlm"] + (["model=roberta_small"] if group == "data" else ["data=phrasebank_corpus"])
+        if _qa_option(group, option):
+            overrides += ["task=question_answering"] + (["model=minilm_l6_qa"] if group == "data" else ["data=squad"])
         cfg = _compose("train", overrides)
         resolved = _resolve(cfg)[group]
         spec = train_spec(cfg)
@@ -79,7 +86,8 @@ def test_every_group_option_composes_into_its_typed_spec(group):
         elif group == "strategy":
             assert spec.strategy.split(":")[0] == resolved["name"] == option
         elif group == "data":
-            assert isinstance(spec.data, CorpusSpec if spec.task == "mlm" else ClassificationDataSpec), option
+            want = {"mlm": CorpusSpec, "question_answering": QADataSpec}.get(spec.task, ClassificationDataSpec)
+            assert isinstance(spec.data, want), option
             assert (spec.data.name, spec.data.path, spec.data.max_seq_length) == (
                 resolved["name"], resolved["path"], resolved["max_seq_length"]), option
         elif group == "model":
@@ -98,7 +106,9 @@ def test_every_group_option_composes_into_its_typed_spec(group):
 def test_every_experiment_composes(experiment):
     cfg = _compose("train", [f"+experiment={experiment}"])
     resolved = _resolve(cfg)
-    assert resolved["task"] in ("classification", "mlm")
+    from tfsent.training.task import TASKS
+
+    assert resolved["task"] in TASKS
     spec = train_spec(cfg)
     assert spec.trainer == spec_from_config(TrainerSpec, cfg.trainer, "trainer")
     assert spec.run_name == resolved["run_name"]

@@ -35,6 +35,12 @@ def test_tiny_experiment_trains_end_to_end(experiment, tmp_path):
 
         assert load_classifier(model_dir).label_names == ["negative", "neutral", "positive"]
         assert 0.0 <= metrics["test_accuracy"] <= 1.0 and "test_macro_f1" in metrics
+    elif cfg.task == "question_answering":
+        from tfsent.models.question_answering import load_question_answering
+
+        assert load_question_answering(model_dir).max_seq_length == cfg.data.max_seq_length
+        assert metrics["test_questions"] > 0 and 0.0 <= metrics["test_f1"] <= 100.0
+        assert 0.0 <= metrics["val_exact_match"] <= metrics["val_f1"] <= 100.0
     else:
         from tfsent.models.masked_lm import load_masked_lm
 

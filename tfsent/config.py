@@ -144,18 +144,20 @@ def scoring_options(cls: type[T], cfg: DictConfig, key: str, skip: typing.Collec
     """The typed options of a scoring entry's config (``predict``, ``beam``).
 
     Args:
-        cls: the options dataclass; its ``documents`` field's dataclass types the ``documents`` node.
+        cls: the options dataclass; each of its dataclass-typed fields (``documents``, ``qa``) types the node of
+            that name.
         cfg: the composed config.
         key: the config's name, for error messages.
         skip: top-level keys that are not options (paths, ``hydra``, ``verbose``).
 
     Raises:
-        ConfigError: an unknown key (a typo) in the config or in ``documents``, or a bad value.
+        ConfigError: an unknown key (a typo) in the config or in a nested group, or a bad value.
     """
     values = {k: v for k, v in to_container(cfg).items() if k not in skip}
     values["strategy"] = strategy_name(cfg.strategy)
-    values["documents"] = spec_from_config(typing.get_type_hints(cls)["documents"], cfg.get("documents"),
-                                           "documents")
+    for name, hint in typing.get_type_hints(cls).items():
+        if isinstance(hint, type) and dataclasses.is_dataclass(hint) and name in values:
+            values[name] = spec_from_config(hint, cfg.get(name), name)
     return spec_from_config(cls, values, key)
 
 
@@ -299,8 +301,8 @@ class CorpusSpec:
 
 
 @dataclasses.dataclass
-class ClassifierModelSpec:
-    """``model`` group of a classification task (``tfsent.models.ClassifierSpec`` plus where things come from).
+class HeadModelSpec:
+    """What the ``model`` group of every task with a head (classification, question answering) holds.
 
     Attributes:
         name: model name (used in paths and run names).
@@ -309,7 +311,7 @@ class ClassifierModelSpec:
         revision: a hub id's branch, tag or commit (None: its default branch).
         tokenizer: where the tokenizer comes from when it is not ``source`` (required when ``source`` is None).
         config: random-init architecture (``arch`` plus transformers config fields).
-        hidden_dropout, attention_dropout, classifier_dropout: dropout overrides (None = the checkpoint's).
+        hidden_dropout, attention_dropout: dropout overrides (None = the checkpoint's).
     """
 
     name: str
@@ -319,7 +321,6 @@ class ClassifierModelSpec:
     config: dict[str, Any] = dataclasses.field(default_factory=dict)
     hidden_dropout: float | None = None
     attention_dropout: float | None = None
-    classifier_dropout: float | None = None
 
     def __post_init__(self) -> None:
         if not (self.tokenizer or self.source):
@@ -329,6 +330,14 @@ class ClassifierModelSpec:
     def tokenizer_source(self) -> str:
         """``tokenizer`` if set, else ``source``."""
         return str(self.tokenizer or self.source)
+
+
+@dataclasses.dataclass
+class ClassifierModelSpec(HeadModelSpec):
+    """``model`` group of a classification task (``tfsent.models.ClassifierSpec`` plus where things come from):
+    :class:`HeadModelSpec`'s fields and ``classifier_dropout`` (None = the checkpoint's)."""
+
+    classifier_dropout: float | None = None
 
 
 @dataclasses.dataclass
@@ -350,3 +359,69 @@ class MaskedLMModelSpec:
         if self.source:
             raise ConfigError(f"model.source={self.source!r}: masked-LM pretraining starts from a config "
                               "(random init); set model.source=null")
+
+
+@dataclasses.dataclass
+class QADataSpec:
+    """``data`` group of a question-answering task: SQuAD-style questions cut into question + context windows.
+
+    Attributes:
+        name: dataset name (used in paths).
+        format: ``squad`` (a SQuAD v1.1/v2.0 .json file), ``jsonl``, ``csv`` or ``parquet`` (``question``,
+            ``context``, ``answers``, ``id`` columns).
+        path: the source file.
+        question_column, context_column, answers_column, id_column, encoding: a table's columns and encoding.
+        max_seq_length: tokens per window, special tokens included.
+        doc_stride: tokens shared by consecutive windows of one context.
+        split_fractions: split name -> fraction of the articles (SQuAD titles; a table's contexts), summing to 1:
+            no article is on both sides of a split.
+        split_seed: seed of that split.
+        num_shards: files per split.
+        prepared_dir: output directory (created atomically).
+    """
+
+    name: str
+    format: str
+    path: str
+    question_column: str = "question"
+    context_column: str = "context"
+    answers_column: str = "answers"
+    id_column: str = "id"
+    encoding: str | None = None
+    max_seq_length: int = 384
+    doc_stride: int = 128
+    split_fractions: dict[str, float] = dataclasses.field(
+        default_factory=lambda: {"train": 0.8, "validation": 0.1, "test": 0.1})
+    split_seed: int = 42
+    num_shards: int = 1
+    prepared_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_seq_length < MIN_SEQ_LENGTH:
+            raise ConfigError(f"data.max_seq_length must be >= {MIN_SEQ_LENGTH} (special tokens included), "
+                              f"got {self.max_seq_length}")
+        if not 0 <= self.doc_stride < self.max_seq_length:
+            raise ConfigError(f"data.doc_stride={self.doc_stride} must be >= 0 and below data.max_seq_length="
+                              f"{self.max_seq_length}")
+        if self.num_shards < 1:
+            raise ConfigError(f"data.num_shards must be >= 1, got {self.num_shards}")
+
+
+@dataclasses.dataclass
+class QAModelSpec(HeadModelSpec):
+    """``model`` group of a question-answering task: :class:`HeadModelSpec`'s fields and how evaluation picks
+    answers.
+
+    Attributes:
+        n_best: top start/end positions per window in evaluation, and candidates per question.
+        max_answer_length: the longest answer in tokens, in evaluation.
+    """
+
+    n_best: int = 20
+    max_answer_length: int = 30
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for key in ("n_best", "max_answer_length"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"model.{key} must be >= 1, got {getattr(self, key)}")

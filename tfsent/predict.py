@@ -19,6 +19,7 @@ from omegaconf import DictConfig
 from tfsent.config import ConfigError, require, scoring_options, to_container
 from tfsent.inference import driver, record
 from tfsent.inference.options import PredictOptions
+from tfsent.inference.predictor import predictor_class
 from tfsent.runtime.cli import hydra_entry
 
 # The shell's status for a run ended by SIGINT/SIGTERM (128 + SIGINT).
@@ -59,16 +60,9 @@ def predict(cfg: DictConfig) -> dict:
     if "output" not in summary:
         print(f"{done}: shard {summary['shard']} of {summary['shards']} done (units {summary['lo']}.."
               f"{summary['hi'] - 1}); merge with merge=true num_shards={summary['shards']}")
-    elif "evaluation" in summary:
-        scores = summary["evaluation"]
-        print(f"{done} -> {summary['output']}; accuracy {scores['accuracy']:.4f}, macro-F1 {scores['macro_f1']:.4f} "
-              f"on {scores['rows']} labelled rows ({scores['metrics_output']})")
-    elif "label_counts" in summary:
-        print(f"{done} -> {summary['output']}; labels {summary['label_counts']}")
     else:
-        print(f"{done} -> {summary['output']}; masked tokens {summary['masked_tokens']}, loss {summary['loss']:.4f}, "
-              f"masked accuracy {summary['masked_accuracy']:.4f}, perplexity {summary['perplexity']:.2f} "
-              f"({summary['summary_output']})")
+        said = predictor_class(summary["kind"]).describe(summary)
+        print(f"{done} -> {summary['output']}" + (f"; {said}" if said else ""))
     if "report_output" in summary:
         print(f"predict: report -> {summary['report_output']}")
     return summary

@@ -23,12 +23,13 @@ TINY = {
 }
 
 
-def tiny_hf_config(model_type: str, labels=("Neutral", "Positive", "Negative")):
-    """A transformers config of ``model_type`` with a trained-head label map, as a published classifier has."""
+def tiny_hf_config(model_type: str, labels=("Neutral", "Positive", "Negative"), head="ForSequenceClassification"):
+    """A transformers config of ``model_type`` with a trained-head label map, as a published classifier has (or,
+    with ``head="ForQuestionAnswering"``, as a published QA model has)."""
     from tfsent.models import architectures
 
     arch = architectures.get(model_type)
     config = arch.config_cls()(**{**BASE, **TINY[model_type]}, num_labels=len(labels),
                                id2label=dict(enumerate(labels)), label2id={n: i for i, n in enumerate(labels)})
-    config.architectures = [arch.classifier_cls().__name__[2:]]
+    config.architectures = [arch.task_cls(head).__name__[2:]]
     return config

@@ -122,6 +122,6 @@ def test_masked_lm_checkpoints_are_refused(tmp_path):
     (tmp_path / "mlm" / "config.json").write_text("{}")
     (tmp_path / "mlm" / "tf_model.h5").write_bytes(b"")  # never loaded: the refusal comes first
     (tmp_path / "in.csv").write_text("text,label\nhello,positive\n")
-    with pytest.raises(ConfigError, match="masked_lm checkpoint; labelled files are scored by classifiers only"):
+    with pytest.raises(ConfigError, match="label_column=label: this checkpoint is a masked language model, which does not take label_column"):
         driver.predict(tmp_path / "mlm", tmp_path / "in.csv", tmp_path / "out.csv",
                        PredictOptions(**KW, label_column="label"))

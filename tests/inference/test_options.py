@@ -9,7 +9,7 @@ from omegaconf import OmegaConf
 from tfsent.config import conf_dir
 from tfsent.inference.documents import ChunkOptions
 from tfsent.inference.driver import fingerprint
-from tfsent.inference.options import PredictOptions
+from tfsent.inference.options import PredictOptions, QAOptions
 from tfsent.predict import NOT_OPTIONS
 
 # Another valid value for every result-changing setting: a new setting must be added here (or marked neutral).
@@ -17,7 +17,8 @@ OTHER = {"input_format": "csv", "text_column": "body", "id_column": "key", "spli
          "encoding": "latin-1", "global_batch_size": 32, "buckets": (32, 64), "max_length": 100,
          "documents": ChunkOptions(overlap=1), "part_size": 1000, "precision": "mixed_bfloat16",
          "jit_compile": False, "packing": False, "mask_seed": 7, "keep_columns": ("date",), "keep_text": False,
-         "label_column": "label", "label_map": {"bearish": "negative"}, "revision": "v2", "label_names": ("a", "b", "c")}
+         "label_column": "label", "label_map": {"bearish": "negative"}, "revision": "v2", "label_names": ("a", "b", "c"),
+         "qa": QAOptions(doc_stride=64)}
 # ... and another value for every result-neutral one.
 NEUTRAL = {"output_format": "csv", "strategy": "cpu", "steps_per_execution": 4, "merge": True, "overwrite": True,
            "progress": False, "shard_wait_s": 1.0, "num_shards": {"num_shards": 2, "shard_index": 1},
@@ -59,10 +60,11 @@ def test_config_keys_are_the_options():
     assert keys == {f.name for f in dataclasses.fields(PredictOptions)}
     # conf defaults equal the library defaults
     for f in dataclasses.fields(PredictOptions):
-        if f.name in ("strategy", "documents"):
+        if f.name in ("strategy", "documents", "qa"):
             continue
         value = cfg[f.name]
         value = tuple(value) if f.name == "buckets" else value
         assert value == f.default, f.name
     assert ChunkOptions(**cfg.documents) == PredictOptions().documents
+    assert QAOptions(**cfg.qa) == PredictOptions().qa
     assert pathlib.Path(conf_dir() / "strategy" / "auto.yaml").is_file()

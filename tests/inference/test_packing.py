@@ -160,5 +160,5 @@ def test_a_model_kind_that_cannot_pack_runs_padded_and_refuses_packing_true():
 
     mlm = MaskedLMPredictor.__new__(MaskedLMPredictor)
     assert mlm.packing("auto") is None and mlm.packing(False) is None
-    with pytest.raises(ConfigError, match="packing=true: a masked_lm predicts each row padded"):
+    with pytest.raises(ConfigError, match="packing=true: a masked language model predicts each row padded"):
         mlm.packing(True)

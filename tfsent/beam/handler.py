@@ -30,6 +30,7 @@ from tfsent.beam import files
 from tfsent.beam.read import Unit, unit_length
 from tfsent.errors import UserError
 from tfsent.inference.engine import assign_buckets, bucket_lengths, predict_bucketed
+from tfsent.inference.options import PredictOptions
 from tfsent.inference.predictor import Predictor, kind_of, load_predictor
 from tfsent.inference.tokens import TokenRows
 from tfsent.models.classifier import describe as classifier_facts
@@ -153,7 +154,7 @@ class ClassifierHandler(ModelHandler):
             set_policy(self._precision, strategy)
         predictor = load_predictor(files.local_folder(self._ckpt, files.checkpoint_cache()), strategy,
                                    max_length=self._facts.lengths[-1], jit_compile=self._jit,
-                                   steps_per_execution=1, mask_seed=0, label_names=self._label_names)
+                                   steps_per_execution=1, options=PredictOptions(label_names=self._label_names))
         if predictor.features != self._facts.features or tuple(predictor.label_names) != self._facts.label_names:
             raise UserError(f"{self._ckpt}: the model reads {predictor.features} with labels "
                             f"{predictor.label_names}, its metadata says {self._facts.features}, "

@@ -56,6 +56,20 @@ class QAWindows:
         return self.char_start[i] >= 0
 
 
+def concat_windows(pieces: Sequence[QAWindows]) -> QAWindows:
+    """The windows of several consecutive lists of examples as one (example indices continue across pieces)."""
+    if len(pieces) == 1:
+        return pieces[0]
+    shift = np.cumsum([0] + [int(p.example.max()) + 1 if len(p) else 0 for p in pieces[:-1]])
+    names = list(pieces[0].features)
+    return QAWindows({n: [row for p in pieces for row in p.features[n]] for n in names},
+                     np.concatenate([p.example + s for p, s in zip(pieces, shift)]),
+                     np.concatenate([p.window for p in pieces]),
+                     [a for p in pieces for a in p.char_start], [a for p in pieces for a in p.char_end],
+                     np.concatenate([p.start_positions for p in pieces]),
+                     np.concatenate([p.end_positions for p in pieces]))
+
+
 def check_window(max_seq_length: int, doc_stride: int) -> None:
     """Fail on a window length or stride that can never work.
 

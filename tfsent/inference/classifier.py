@@ -8,18 +8,16 @@ from __future__ import annotations
 
 import collections
 import os
-from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 import tensorflow as tf
 
 from tfsent.inference.packing import Packing
-from tfsent.inference.predictor import Predictor, Summary
+from tfsent.inference.predictor import Predictor, Summary, compiled
 from tfsent.inference.tokens import TokenRows
 from tfsent.models import load_classifier, load_tokenizer
 from tfsent.models.loading import model_max_length
-from tfsent.runtime.strategy import jit_compile_supported
 
 
 class ClassifierSummary(Summary):
@@ -39,12 +37,10 @@ class ClassifierPredictor(Predictor):
     kind = "classifier"
 
     def __init__(self, ckpt_path: str | os.PathLike, strategy: tf.distribute.Strategy, *, max_length: int | None,
-                 jit_compile: bool | None, steps_per_execution: int, label_names: Sequence[str] | None = None):
+                 jit_compile: bool | None, steps_per_execution: int, options):
         self.tokenizer = load_tokenizer(ckpt_path)
-        with strategy.scope():
-            self.model = load_classifier(ckpt_path, label_names=label_names)
-            self.model.compile(jit_compile=jit_compile_supported(strategy) if jit_compile is None else jit_compile,
-                               steps_per_execution=steps_per_execution)
+        self.model = compiled(strategy, lambda: load_classifier(ckpt_path, label_names=options.label_names),
+                              jit_compile=jit_compile, steps_per_execution=steps_per_execution)
         limit = model_max_length(self.model.hf_model.config)
         self.max_length = limit if max_length is None else min(max_length, limit)
         self.features = self.model.features
@@ -69,3 +65,11 @@ class ClassifierPredictor(Predictor):
     @staticmethod
     def summary() -> Summary:
         return ClassifierSummary()
+
+    @classmethod
+    def describe(cls, summary: dict) -> str:
+        if "evaluation" in summary:
+            scores = summary["evaluation"]
+            return (f"accuracy {scores['accuracy']:.4f}, macro-F1 {scores['macro_f1']:.4f} on {scores['rows']} "
+                    f"labelled rows ({scores['metrics_output']})")
+        return f"labels {summary['label_counts']}"

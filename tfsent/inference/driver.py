@@ -29,20 +29,18 @@ import os
 import pathlib
 import time
 
-import pandas as pd
 import tensorflow as tf
 
 import tfsent
 from tfsent.data.errors import DataError
-from tfsent.config import ConfigError
-from tfsent.inference import evaluation, inputs, outputs, sharded
+from tfsent.inference import inputs, outputs, sharded
 from tfsent.inference.calibration import resolve_execution
 from tfsent.inference.engine import bucket_lengths, predict_bucketed
 from tfsent.inference.merge import merge
 from tfsent.inference.options import PredictOptions, result_settings
 from tfsent.inference.outputs import OutputError
 from tfsent.inference.parts import PartInfo, PartStore, mark_merging, merged_into, remove_folder
-from tfsent.inference.predictor import Predictor, kind_of, load_predictor
+from tfsent.inference.predictor import Predictor, kind_of, load_predictor, predictor_class
 from tfsent.inference.stream import PartJob, jobs, prefetch
 from tfsent.models.sources import check_checkpoint, resolve_source
 from tfsent.runtime import execution, paths
@@ -187,7 +185,7 @@ def _predict_locked(ckpt_path: pathlib.Path, input: pathlib.Path, output: pathli
         strategy = make_strategy(strategy_name)
     check_global_batch(options.global_batch_size, strategy, "global_batch_size")
     kind = kind_of(ckpt_path)
-    source = _open_source(ckpt_path, input, fmt, kind, options)
+    source = predictor_class(kind).open_source(ckpt_path, input, fmt, options)
     spe = options.steps_per_execution or (TPU_STEPS_PER_EXECUTION if is_tpu(strategy) else 1)
     load = functools.partial(load_with_options, ckpt_path, strategy, spe)
     # The fingerprint holds the path that runs, never "auto": parts of another path are predicted again.
@@ -211,7 +209,7 @@ def _predict_locked(ckpt_path: pathlib.Path, input: pathlib.Path, output: pathli
     lo, hi, total = 0, None, None
     if shard.count > 1:
         total = source.count()
-        lo, hi = _slice(total, shard, fmt, options.part_size)
+        lo, hi = _slice(total, shard, source.kind, options.part_size)
     run = _run_parts(predictor, strategy, source, store, lengths, options, lo, hi)
     if (total if shard.count > 1 else run["rows"]) == 0:
         raise DataError(f"{input}: nothing to predict (no rows or chunks)")
@@ -236,7 +234,7 @@ def _predict_locked(ckpt_path: pathlib.Path, input: pathlib.Path, output: pathli
         for f, _ in stores:
             remove_folder(f)
     summary.update(merged)
-    if kind == "masked_lm":
+    if kind == "masked_lm":  # what the evaluation summary records of its setting
         summary.update(seed=options.mask_seed, checkpoint=str(ckpt_path))
     return _finish(summary, start, kind, output)
 
@@ -250,23 +248,6 @@ def _probe_config(ckpt_path: pathlib.Path, options: PredictOptions):
     return read_config(ckpt_path)
 
 
-def _open_source(ckpt_path: pathlib.Path, input: pathlib.Path, fmt: str, kind: str, options: PredictOptions):
-    """The input, its columns (and a Parquet file's labels) checked before any model loads."""
-    labels = None
-    if options.label_map is not None and options.label_column is None:
-        raise ConfigError("label_map is set but label_column is not; name the column holding the labels "
-                          "(label_column=...)")
-    if options.label_column is not None:
-        if kind != "classifier":
-            raise ConfigError(f"label_column={options.label_column}: {ckpt_path} is a {kind} checkpoint; "
-                              "labelled files are scored by classifiers only")
-        labels = evaluation.gold_labels(options.label_map,
-                                        evaluation.checkpoint_labels(ckpt_path, options.label_names))
-    return inputs.open_source(input, fmt, text_column=options.text_column, id_column=options.id_column,
-                              encoding=options.encoding, split=options.split, keep_columns=options.keep_columns,
-                              label_column=options.label_column, labels=labels)
-
-
 def load_with_options(ckpt_path: str | os.PathLike, strategy, steps_per_execution: int,
                       options: PredictOptions) -> Predictor:
     """The checkpoint's predictor under ``options.precision`` (set as the global policy first) and ``jit_compile``
@@ -275,12 +256,11 @@ def load_with_options(ckpt_path: str | os.PathLike, strategy, steps_per_executio
 
     set_policy(options.precision, strategy)  # global: set for every load, float32 included
     return load_predictor(ckpt_path, strategy, max_length=options.max_length, jit_compile=options.jit_compile,
-                          steps_per_execution=steps_per_execution, mask_seed=options.mask_seed,
-                          label_names=options.label_names)
+                          steps_per_execution=steps_per_execution, options=options)
 
 
-def _slice(total: int, shard: _Shard, fmt: str, part_size: int) -> tuple[int, int]:
-    if fmt == "documents":
+def _slice(total: int, shard: _Shard, source_kind: str, part_size: int) -> tuple[int, int]:
+    if source_kind == "documents":
         return sharded.shard_bounds(total, shard.count, shard.index)
     # Whole parts of the one-process run: the same parts give the same rows (and the same masked-LM masks).
     n_parts = -(-total // part_size)
@@ -294,14 +274,9 @@ def _finish(summary: dict, start: float, kind: str | None = None, output: pathli
     summary.update(seconds=seconds, rows_per_second=rows / seconds if seconds > 0 else 0.0)
     if output is not None:
         summary["output"] = str(output)
-    if kind == "masked_lm":
-        from tfsent.inference.masked_lm import summary_path
-        from tfsent.runtime import atomic
-
-        path = summary_path(output)
-        written = {k: v for k, v in summary.items() if k not in ("seconds", "rows_per_second", "output")}
-        atomic.write_text(path, json.dumps(written, indent=2) + "\n")
-        summary["summary_output"] = str(path)
+    if kind is not None:
+        summary["kind"] = kind
+        predictor_class(kind).finish(summary, output)
     log.info("predicted %d rows in %.1f s (%.1f rows/s)%s", rows, seconds, summary["rows_per_second"],
              f" -> {output}" if output else "")
     return summary
@@ -324,8 +299,7 @@ def _run_parts(predictor: Predictor, strategy, source, store: PartStore, lengths
                 end = job.hi
                 bar.update(job.rows)
                 continue
-            n = _predict_part(predictor, strategy, job, store, lengths, options, map_fn, packing,
-                              with_truncated=source.kind != "documents")
+            n = _predict_part(predictor, strategy, job, store, lengths, options, map_fn, packing)
             rows += n
             end = job.hi
             bar.update(n)
@@ -334,7 +308,7 @@ def _run_parts(predictor: Predictor, strategy, source, store: PartStore, lengths
 
 
 def _predict_part(predictor: Predictor, strategy, job: PartJob, store: PartStore, lengths, options: PredictOptions,
-                  map_fn, packing, *, with_truncated: bool) -> int:
+                  map_fn, packing) -> int:
     # A function of its own so that the part's outputs, columns and frame are dropped when it returns, not held
     # by the loop while the next part is predicted.
     n = len(job.tokens)
@@ -346,9 +320,8 @@ def _predict_part(predictor: Predictor, strategy, job: PartJob, store: PartStore
                            global_batch_size=options.global_batch_size, pad_values=predictor.pad_values,
                            map_fn=map_fn, shrink_tails=n < options.part_size, packing=packing) \
         if n else predictor.empty_outputs()
-    cols = dict(job.columns)
-    cols.update(predictor.columns(out, job.tokens, with_truncated=with_truncated))
-    store.write(PartInfo(job.index, job.lo, job.hi, n, job.sha256), pd.DataFrame(cols))
+    frame = predictor.frame(out, job)
+    store.write(PartInfo(job.index, job.lo, job.hi, len(frame), job.sha256, None if len(frame) == n else n), frame)
     return n
 
 

@@ -37,7 +37,8 @@ from tfsent.inference.evaluation import scan_parquet_labels, unknown_label
 log = logging.getLogger(__name__)
 
 TEXT_FORMATS = ("csv", "jsonl", "parquet", "text")
-FORMATS = TEXT_FORMATS + ("tfrecord", "documents")
+# squad: a SQuAD .json file (questions for a question-answering model, tfsent.inference.qa_inputs).
+FORMATS = TEXT_FORMATS + ("tfrecord", "documents", "squad")
 
 
 def infer_format(path: str | pathlib.Path, fmt: str | None) -> str:
@@ -53,6 +54,10 @@ def infer_format(path: str | pathlib.Path, fmt: str | None) -> str:
         return fmt
     if path.is_dir():
         return "tfrecord" if (path / "manifest.json").is_file() else "documents"
+    if path.suffix.lower() == ".json":
+        from tfsent.data.squad import infer_format as qa_format
+
+        return qa_format(path)
     if path.suffix.lower() in SUFFIX_FORMATS:
         return SUFFIX_FORMATS[path.suffix.lower()]
     raise DataError(f"{path}: cannot tell the input format from the name; set input_format to one of "

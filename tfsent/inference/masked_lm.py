@@ -13,6 +13,7 @@ token, written to ``<output stem>.summary.json`` as well.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import pathlib
@@ -23,11 +24,11 @@ import tensorflow as tf
 
 from tfsent.data.errors import DataError
 from tfsent.data.masking import IGNORE_INDEX, MaskingSpec, masking_map_fn
-from tfsent.inference.predictor import Predictor, Summary
+from tfsent.inference.predictor import Predictor, Summary, compiled
 from tfsent.inference.tokens import TokenRows
 from tfsent.models import load_tokenizer
 from tfsent.models.masked_lm import load_masked_lm
-from tfsent.runtime.strategy import jit_compile_supported
+from tfsent.runtime import atomic
 
 
 def summary_path(output: str | os.PathLike) -> pathlib.Path:
@@ -61,24 +62,19 @@ class MaskedLMPredictor(Predictor):
     kind = "masked_lm"
 
     def __init__(self, ckpt_path: str | os.PathLike, strategy: tf.distribute.Strategy, *, max_length: int | None,
-                 jit_compile: bool | None, steps_per_execution: int, seed: int):
-        with strategy.scope():
-            self.model = load_masked_lm(ckpt_path)
-            self.model.compile(jit_compile=jit_compile_supported(strategy) if jit_compile is None else jit_compile,
-                               steps_per_execution=steps_per_execution)
+                 jit_compile: bool | None, steps_per_execution: int, options):
+        self.model = compiled(strategy, lambda: load_masked_lm(ckpt_path), jit_compile=jit_compile,
+                              steps_per_execution=steps_per_execution)
         self.tokenizer = load_tokenizer(ckpt_path)
         spec = self.model.spec
         self.max_length = spec.max_seq_length if max_length is None else min(max_length, spec.max_seq_length)
         self.pad_values = {"input_ids": spec.pad_token_id}
-        self.seed = seed
+        self.seed = options.mask_seed
         self._masking = MaskingSpec(vocab_size=spec.vocab_size, mask_token_id=spec.mask_token_id,
                                     special_ids=spec.special_ids())
 
     def map_fn(self):
         return masking_map_fn(self._masking, self.seed)
-
-    def decisions(self, out) -> np.ndarray:
-        return np.asarray(out["top_ids"])[..., 0]  # each masked position's top-1 token
 
     def check_documents(self, source: str) -> None:
         raise DataError(f"{source}: a masked LM checkpoint scores rows, not documents; pass a text, csv, jsonl or "
@@ -105,3 +101,17 @@ class MaskedLMPredictor(Predictor):
     @staticmethod
     def summary() -> Summary:
         return MaskedLMSummary()
+
+    @classmethod
+    def finish(cls, summary: dict, output: pathlib.Path) -> None:
+        """Write the evaluation summary to ``<stem>.summary.json``."""
+        path = summary_path(output)
+        written = {k: v for k, v in summary.items() if k not in ("seconds", "rows_per_second", "output")}
+        atomic.write_text(path, json.dumps(written, indent=2) + "\n")
+        summary["summary_output"] = str(path)
+
+    @classmethod
+    def describe(cls, summary: dict) -> str:
+        return (f"masked tokens {summary['masked_tokens']}, loss {summary['loss']:.4f}, masked accuracy "
+                f"{summary['masked_accuracy']:.4f}, perplexity {summary['perplexity']:.2f} "
+                f"({summary['summary_output']})")

@@ -46,7 +46,7 @@ def merge(stores: list[tuple[pathlib.Path, dict]], source, output: pathlib.Path,
     """
     summary = summary_for(kind)
     confusion = Confusion() if options.label_column is not None else None
-    documents = fmt == "documents"
+    documents = source.kind == "documents"  # a QA model's documents are questions: one row per question
     doc_ids = [f.stem for f in source.files] if documents else None
     file_names = {f.stem: f.name for f in source.files} if documents else None
     chunks_out = output.with_name(f"{output.stem}.chunks{output.suffix}")

@@ -22,6 +22,46 @@ OUTPUT_COLUMNS = ("row", "id", "example_id", "text", "true_label", "document", "
                   "truncated", "num_masked", "num_correct", "loss", "masked", "predicted")
 
 
+@dataclasses.dataclass(frozen=True)
+class QAOptions:
+    """``qa``: how a question-answering model reads its input and picks answers (see ``conf/predict.yaml``).
+
+    Attributes:
+        question_column, context_column, answers_column: a table's columns (``answers`` optional).
+        doc_stride: tokens shared by consecutive windows of a long context; None: the model's (a tfsent QA
+            model's training value, else ``min(128, window // 2)``).
+        n_best: top start and end positions per window the device returns, and candidates kept per question.
+        max_answer_length: the longest answer in tokens.
+        no_answer: whether "no answer" competes (SQuAD v2.0); None: yes for a SQuAD v2.0 file, else no.
+        null_threshold: "no answer" wins when its logit exceeds the best span's by more than this.
+        alternatives: runner-up answers written beside the best one.
+        questions: documents mode: the questions asked of every document, a list or a text file of one question
+            per line.
+    """
+
+    question_column: str = "question"
+    context_column: str = "context"
+    answers_column: str = "answers"
+    doc_stride: int | None = None
+    n_best: int = 20
+    max_answer_length: int = 30
+    no_answer: bool | None = None
+    null_threshold: float = 0.0
+    alternatives: int = 3
+    questions: list[str] | str | None = None
+
+    def __post_init__(self):
+        if isinstance(self.questions, list):
+            object.__setattr__(self, "questions", tuple(str(q) for q in self.questions))
+        for key in ("n_best", "max_answer_length"):
+            if int(getattr(self, key)) < 1:
+                raise ConfigError(f"qa.{key} must be >= 1, got {getattr(self, key)}")
+        if self.alternatives < 0:
+            raise ConfigError(f"qa.alternatives must be >= 0, got {self.alternatives}")
+        if self.doc_stride is not None and self.doc_stride < 0:
+            raise ConfigError(f"qa.doc_stride must be >= 0 or null, got {self.doc_stride}")
+
+
 def _result(default, **kwargs):
     return dataclasses.field(default=default, metadata={"result": True}, **kwargs)
 
@@ -43,6 +83,7 @@ class PredictOptions:
     buckets: tuple[int, ...] = _result(DEFAULT_BUCKETS)
     max_length: int | None = _result(None)
     documents: ChunkOptions = _result(ChunkOptions())
+    qa: QAOptions = _result(QAOptions())
     part_size: int = _result(100_000)
     # "auto" (either) is made concrete per machine by tfsent.inference.calibration before the fingerprint is taken.
     precision: str = _result("float32")
@@ -90,6 +131,8 @@ class PredictOptions:
 
         if isinstance(self.documents, Mapping):
             object.__setattr__(self, "documents", ChunkOptions(**self.documents))
+        if isinstance(self.qa, Mapping):
+            object.__setattr__(self, "qa", QAOptions(**self.qa))
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision={self.precision!r} is unknown; expected one of {', '.join(PRECISIONS)}")
         if self.packing not in (True, False, "auto"):

@@ -47,13 +47,23 @@ _META_KEY = b"tfsent.part"
 
 @dataclasses.dataclass(frozen=True)
 class PartInfo:
-    """What a finished part covers: units ``[lo, hi)``, ``rows`` output rows, and the units' content hash."""
+    """What a finished part covers: units ``[lo, hi)``, ``rows`` output rows, and the units' content hash.
+
+    ``predicted`` is how many rows the model ran when it differs from the output rows (a QA part's windows, whose
+    output rows are its questions); a part cut short of ``part_size`` of them was the input's last.
+    """
 
     index: int
     lo: int
     hi: int
     rows: int
     sha256: str
+    predicted: int | None = None
+
+    @property
+    def model_rows(self) -> int:
+        """The rows the model ran for this part."""
+        return self.rows if self.predicted is None else self.predicted
 
 
 class PartStore:

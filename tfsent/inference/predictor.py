@@ -2,8 +2,9 @@
 
 A predictor loads its checkpoint under the strategy's scope, says which token features its model reads and how to
 pad them, supplies an optional input-pipeline ``map_fn`` (a masked LM's evaluation masking), turns the engine's
-reduced outputs into output columns, and sums its run summary part by part. Adding a model kind means one new
-predictor module and one line in :func:`kind_of`/:func:`load_predictor`; the driver does not change.
+reduced outputs into an output table, and sums its run summary part by part. Which predictor a checkpoint gets is
+its kind's row in :mod:`tfsent.models.kinds`: adding a model kind means one predictor module and one row; the
+driver does not change.
 """
 
 from __future__ import annotations
@@ -16,10 +17,14 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 import tensorflow as tf
+import tf_keras
 
 from tfsent.config import ConfigError
+from tfsent.data.errors import DataError
 from tfsent.inference.packing import Packing
 from tfsent.inference.tokens import TokenRows
+from tfsent.models import kinds
+from tfsent.runtime.strategy import jit_compile_supported
 
 
 class Summary(abc.ABC):
@@ -38,7 +43,8 @@ class Predictor(abc.ABC):
     """One model kind, loaded and compiled. Attributes set by implementations:
 
     Attributes:
-        kind: ``classifier`` or ``masked_lm``.
+        kind: the :mod:`tfsent.models.kinds` name (``classifier``, ``masked_lm``, ``question_answering``).
+        source_kinds: the input sources it reads (``rows``, ``documents``, ``tokens``; ``questions``).
         tokenizer: the checkpoint's fast tokenizer.
         model: the compiled ``tf_keras.Model`` whose ``predict_step`` returns ``example_id`` and reduced outputs.
         features: the token features the model reads.
@@ -47,11 +53,51 @@ class Predictor(abc.ABC):
     """
 
     kind: str
+    source_kinds: tuple[str, ...] = ("rows", "documents", "tokens")
     tokenizer = None
     model = None
     features: tuple[str, ...] = ("input_ids", "attention_mask")
     pad_values: Mapping[str, int] = {}
     max_length: int
+
+    @classmethod
+    def open_source(cls, ckpt_path: pathlib.Path, input: pathlib.Path, fmt: str, options):
+        """The input as a stream of units, checked before any model loads (rows, documents or prepared records;
+        a labelled file's labels mapped onto a classifier's).
+
+        Raises:
+            DataError: a bad input. ConfigError: a setting this kind does not take.
+        """
+        from tfsent.inference import evaluation, inputs
+
+        if fmt == "squad":
+            raise DataError(f"{input}: a SQuAD file holds questions for a question-answering model; {ckpt_path} "
+                            f"is a {kinds.get(cls.kind).family}")
+        labels = None
+        if options.label_map is not None and options.label_column is None:
+            raise ConfigError("label_map is set but label_column is not; name the column holding the labels "
+                              "(label_column=...)")
+        if options.label_column is not None:
+            cls.refuse_options(options, ())
+            labels = evaluation.gold_labels(options.label_map,
+                                            evaluation.checkpoint_labels(ckpt_path, options.label_names))
+        return inputs.open_source(input, fmt, text_column=options.text_column, id_column=options.id_column,
+                                  encoding=options.encoding, split=options.split, keep_columns=options.keep_columns,
+                                  label_column=options.label_column, labels=labels)
+
+    @classmethod
+    def refuse_options(cls, options, keys: Sequence[str]) -> None:
+        """Refuse settings a kind cannot take (a classifier's ``label_column`` for a QA model and the like).
+
+        Raises:
+            ConfigError: one line naming the first such setting and the kind.
+        """
+        only_classifier = ("label_column", "label_map", "label_names")
+        for key in tuple(keys) + (only_classifier if cls.kind != "classifier" else ()):
+            value = getattr(options, key)
+            if value not in (None, (), [], {}):
+                raise ConfigError(f"{key}={value}: this checkpoint is a {kinds.get(cls.kind).family}, which does "
+                                  f"not take {key}")
 
     def packing(self, setting: bool | str) -> Packing | None:
         """How the engine packs this model's rows for ``packing: auto|true|false``, or None (rows run padded).
@@ -62,16 +108,13 @@ class Predictor(abc.ABC):
             ConfigError: ``packing: true`` for a kind that cannot pack.
         """
         if setting is True:
-            raise ConfigError(f"packing=true: a {self.kind} predicts each row padded; use packing=auto or false")
+            raise ConfigError(f"packing=true: a {kinds.get(self.kind).family} predicts each row padded; use "
+                              "packing=auto or false")
         return None
 
     def map_fn(self) -> Callable | None:
         """A batch-level ``features -> features`` step for the input pipeline, or None."""
         return None
-
-    def decisions(self, out: Mapping[str, np.ndarray]) -> np.ndarray:
-        """What a user reads off each row (a classifier's label ids), to compare two execution paths' results."""
-        return np.asarray(out["label_id"])
 
     def check_documents(self, source: str) -> None:
         """Raise ``DataError`` when this kind cannot score documents (default: it can)."""
@@ -80,52 +123,72 @@ class Predictor(abc.ABC):
     def empty_outputs(self) -> dict[str, np.ndarray]:
         """The engine's outputs for zero rows (a part of documents without text has no chunk to predict)."""
 
-    @abc.abstractmethod
     def columns(self, out: Mapping[str, np.ndarray], tokens: TokenRows, *, with_truncated: bool) -> dict:
-        """Output columns of one part, in order, from the engine's outputs for its rows."""
+        """Output columns of one part, in order, from the engine's outputs for its rows (a kind whose output rows
+        are its units implements this; one that groups rows implements :meth:`frame`)."""
+        raise NotImplementedError(f"{type(self).__name__} implements neither columns() nor frame()")
+
+    def frame(self, out: Mapping[str, np.ndarray], job) -> pd.DataFrame:
+        """A part's output table: the source's columns, then :meth:`columns` of the engine's outputs."""
+        cols = dict(job.columns)
+        cols.update(self.columns(out, job.tokens, with_truncated=job.with_truncated))
+        return pd.DataFrame(cols)
 
     @staticmethod
     @abc.abstractmethod
     def summary() -> Summary:
         """A fresh summary accumulator."""
 
+    @classmethod
+    def finish(cls, summary: dict, output: pathlib.Path) -> None:
+        """Write what the summary adds beside the output (default: nothing)."""
+
+    @classmethod
+    def describe(cls, summary: dict) -> str:
+        """What ``tfsent.predict`` prints of a finished run after its row count (default: nothing more)."""
+        return ""
+
+
+def compiled(strategy: tf.distribute.Strategy, build: Callable[[], tf_keras.Model], *, jit_compile: bool | None,
+             steps_per_execution: int) -> tf_keras.Model:
+    """A model built under ``strategy.scope()`` and compiled for prediction (XLA per strategy when None)."""
+    with strategy.scope():
+        model = build()
+        model.compile(jit_compile=jit_compile_supported(strategy) if jit_compile is None else jit_compile,
+                      steps_per_execution=steps_per_execution)
+    return model
+
 
 def kind_of(ckpt_path: str | os.PathLike) -> str:
-    """The model kind of a checkpoint folder, from its own metadata file (no model is built)."""
-    from tfsent.models.masked_lm import SPEC_FILE
+    """The model kind of a checkpoint folder (:func:`tfsent.models.kinds.kind_of`; no model is built)."""
+    return kinds.kind_of(ckpt_path).name
 
-    return "masked_lm" if (pathlib.Path(ckpt_path) / SPEC_FILE).is_file() else "classifier"
+
+def predictor_class(kind: str) -> type[Predictor]:
+    """The predictor class of a kind (imported on use)."""
+    return kinds.get(kind).load("predictor")
 
 
 def summary_for(kind: str) -> Summary:
     """A fresh summary accumulator for ``kind`` (used by a merge that loads no model)."""
-    from tfsent.inference import classifier, masked_lm
-
-    return {"classifier": classifier.ClassifierPredictor, "masked_lm": masked_lm.MaskedLMPredictor}[kind].summary()
+    return predictor_class(kind).summary()
 
 
 def load_predictor(ckpt_path: str | os.PathLike, strategy: tf.distribute.Strategy, *, max_length: int | None,
-                   jit_compile: bool | None, steps_per_execution: int, mask_seed: int,
-                   label_names: Sequence[str] | None = None) -> Predictor:
-    """Load the checkpoint with the predictor its metadata names, compiled for ``strategy``.
+                   jit_compile: bool | None, steps_per_execution: int, options) -> Predictor:
+    """Load the checkpoint with the predictor of its kind, compiled for ``strategy``.
 
     Args:
-        ckpt_path: a local model folder (a tfsent model, or any transformers classifier folder).
+        ckpt_path: a local model folder (a tfsent model, or a folder transformers wrote).
         strategy: the model is built under its scope.
         max_length: an optional lower cap than the model's position embeddings.
         jit_compile: XLA-compile the predict step; None picks per strategy.
         steps_per_execution: predict steps per host call.
-        mask_seed: a masked LM's evaluation-masking seed.
-        label_names: a classifier's output names in model order, replacing its config's.
+        options: the run's :class:`~tfsent.inference.options.PredictOptions` (each kind reads its own settings:
+            a classifier's ``label_names``, a masked LM's ``mask_seed``, a QA model's ``qa``).
 
     Raises:
         CheckpointError: an unreadable checkpoint.
     """
-    from tfsent.inference import classifier, masked_lm
-
-    kind = kind_of(ckpt_path)
-    if kind == "masked_lm":
-        return masked_lm.MaskedLMPredictor(ckpt_path, strategy, max_length=max_length, jit_compile=jit_compile,
-                                           steps_per_execution=steps_per_execution, seed=mask_seed)
-    return classifier.ClassifierPredictor(ckpt_path, strategy, max_length=max_length, jit_compile=jit_compile,
-                                          steps_per_execution=steps_per_execution, label_names=label_names)
+    return predictor_class(kind_of(ckpt_path))(ckpt_path, strategy, max_length=max_length, jit_compile=jit_compile,
+                                               steps_per_execution=steps_per_execution, options=options)

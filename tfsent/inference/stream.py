@@ -14,10 +14,12 @@ import logging
 import queue
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
 from tfsent.data.errors import DataError
+from tfsent.data.qa_windows import concat_windows
 from tfsent.inference import documents as docs_lib
 from tfsent.inference.evaluation import GOLD_COLUMN
 from tfsent.inference.options import PredictOptions
@@ -38,6 +40,8 @@ class PartJob:
     sha256: str
     tokens: TokenRows
     columns: dict  # the source's own columns (row, id, kept text and columns, true labels, document spans)
+    with_truncated: bool = True  # rows say whether they were cut (document chunks never are)
+    extra: Any = None  # what a predictor that groups rows needs again (a QA part: questions, windows, source)
 
 
 def _take(stream: Iterator, n: int) -> list:
@@ -54,7 +58,7 @@ def jobs(predictor: Predictor, source, store: PartStore, lengths, options: Predi
         info = store.info(k)
         if info is not None:
             units = _take(stream, info.hi - info.lo) if info.lo == pos else []
-            extra = _take(stream, 1) if info.rows < size else []
+            extra = _take(stream, 1) if info.model_rows < size else []
             if units and len(units) == info.hi - info.lo and not extra and source.digest(units) == info.sha256:
                 yield info
                 pos, k = info.hi, k + 1
@@ -63,8 +67,12 @@ def jobs(predictor: Predictor, source, store: PartStore, lengths, options: Predi
                         "from there", store.dir, k)
             store.discard_from(k)
             stream = itertools.chain(units, extra, stream)
+        extra = None
         if source.kind == "documents":
             units, tokens, columns = _document_part(predictor, stream, lengths[-1], options, size)
+        elif source.kind == "questions":
+            units, tokens, extra = _question_part(predictor, source, stream, size)
+            columns = {}
         else:
             units = _take(stream, size)
             if units:
@@ -72,7 +80,8 @@ def jobs(predictor: Predictor, source, store: PartStore, lengths, options: Predi
                 columns = {"row": np.arange(pos, pos + len(units), dtype=np.int64), **columns}
         if not units:
             return
-        yield PartJob(k, pos, pos + len(units), source.digest(units), tokens, columns)
+        yield PartJob(k, pos, pos + len(units), source.digest(units), tokens, columns,
+                      with_truncated=source.kind != "documents", extra=extra)
         pos, k = pos + len(units), k + 1
 
 
@@ -127,6 +136,26 @@ def _document_part(predictor: Predictor, stream: Iterator, max_length: int, opti
                "start": np.asarray([c.start for c in chunks], np.int64),
                "end": np.asarray([c.end for c in chunks], np.int64), "text": spans}
     return docs, TokenRows.from_ragged(ragged), columns
+
+
+# Questions tokenized per call while a part is cut (a part may end up to this many questions past part_size windows).
+QUESTION_BATCH = 64
+
+
+def _question_part(predictor: Predictor, source, stream: Iterator, size: int) -> tuple[list, TokenRows | None, tuple]:
+    """Whole questions until their windows number ``size``: the part's rows are windows, its units questions."""
+    questions, pieces, windows = [], [], 0
+    while windows < size:
+        batch = _take(stream, QUESTION_BATCH)
+        if not batch:
+            break
+        pieces.append(predictor.windows(batch))
+        questions.extend(batch)
+        windows += len(pieces[-1])
+    if not questions:
+        return questions, None, ()
+    built = concat_windows(pieces)
+    return questions, predictor.tokens(built), (questions, built, source)
 
 
 def prefetch(items: Iterator, depth: int = 1) -> Iterator:

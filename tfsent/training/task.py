@@ -31,7 +31,8 @@ log = logging.getLogger(__name__)
 
 # task name -> "module:class"; imported on use so that a run only loads the task it trains.
 TASKS = {"classification": "tfsent.training.classification:ClassificationTask",
-         "mlm": "tfsent.training.mlm:MaskedLMTask"}
+         "mlm": "tfsent.training.mlm:MaskedLMTask",
+         "question_answering": "tfsent.training.question_answering:QuestionAnsweringTask"}
 
 
 @dataclasses.dataclass

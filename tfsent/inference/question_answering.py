@@ -1,0 +1,172 @@
+"""The question-answering predictor: one answer per question, from every window of its context.
+
+A part holds whole questions. Their windows (:mod:`tfsent.data.qa_windows`) are the engine's rows: length buckets,
+filler rows, ``example_id`` order, on every replica; the device returns each window's top-k start and end
+positions and its null logit (:class:`~tfsent.models.question_answering.QuestionAnswerer`), and the host picks each
+question's answer over all of its windows (:mod:`tfsent.inference.spans`). A part's output rows are its questions.
+
+Columns: the source's (``id``, ``question``, and ``gold_answers`` for a file with answers; documents: ``doc_id``,
+``document``, ``question``), then ``answer``, ``score`` (the answer's probability among the question's candidates),
+``start_char``, ``end_char`` (its characters in the context; -1 for no answer), ``no_answer`` (when "no answer"
+competes), ``alternatives`` (runner-up answers as JSON: answer, score, start_char, end_char), ``n_windows``, and with
+gold answers ``exact_match`` and ``f1``. Summary: ``questions``, ``answered``, and with gold answers ``evaluation``
+(SQuAD exact match and F1, :mod:`tfsent.inference.squad_metrics`), also written to ``<stem>.metrics.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+
+import numpy as np
+import pandas as pd
+import tensorflow as tf
+
+from tfsent.data.errors import DataError
+from tfsent.data.qa_windows import QAWindows, build_windows
+from tfsent.inference.predictor import Predictor, Summary, compiled
+from tfsent.inference.qa_inputs import open_questions
+from tfsent.inference.spans import SpanOptions, predict_answers
+from tfsent.inference.squad_metrics import score_question, squad_scores
+from tfsent.inference.tokens import TokenRows
+from tfsent.models import load_tokenizer
+from tfsent.models.loading import model_max_length
+from tfsent.models.question_answering import load_question_answering
+from tfsent.runtime import atomic
+
+#: A window length for models tfsent did not train, as transformers' run_qa.py and pipeline use.
+DEFAULT_WINDOW = 384
+
+
+def metrics_path(output: str | os.PathLike) -> pathlib.Path:
+    """``<output stem>.metrics.json`` beside the output."""
+    output = pathlib.Path(output)
+    return output.with_name(f"{output.stem}.metrics.json")
+
+
+class QuestionAnsweringSummary(Summary):
+    """Counts answered questions and gathers predictions and gold answers for SQuAD's scores."""
+
+    def __init__(self):
+        self.questions = self.answered = 0
+        self.predictions: dict[str, str] = {}
+        self.golds: dict[str, list[str]] = {}
+        self.version = "1.1"
+
+    def add(self, frame: pd.DataFrame) -> None:
+        self.questions += len(frame)
+        self.answered += int((frame["answer"] != "").sum())
+        if "gold_answers" in frame:
+            self.version = "2.0" if "no_answer" in frame else "1.1"
+            for qid, answer, gold in zip(frame["id"], frame["answer"], frame["gold_answers"]):
+                self.predictions[str(qid)] = str(answer)
+                self.golds[str(qid)] = json.loads(gold)
+
+    def result(self) -> dict:
+        result = {"questions": self.questions, "answered": self.answered}
+        if self.golds:
+            result["evaluation"] = {"squad_version": self.version, **squad_scores(self.predictions, self.golds,
+                                                                                   self.version)}
+        return result
+
+
+class QuestionAnsweringPredictor(Predictor):
+    """A QA folder (tfsent's, or any transformers ``...ForQuestionAnswering`` folder) under ``strategy.scope()``."""
+
+    kind = "question_answering"
+    source_kinds = ("questions",)
+
+    def __init__(self, ckpt_path: str | os.PathLike, strategy: tf.distribute.Strategy, *, max_length: int | None,
+                 jit_compile: bool | None, steps_per_execution: int, options):
+        qa = options.qa
+        self.tokenizer = load_tokenizer(ckpt_path)
+        self.model = compiled(strategy, lambda: load_question_answering(ckpt_path, top_k=qa.n_best),
+                              jit_compile=jit_compile, steps_per_execution=steps_per_execution)
+        limit = model_max_length(self.model.hf_model.config)
+        trained = self.model.max_seq_length if self.model.max_seq_length < limit else min(DEFAULT_WINDOW, limit)
+        self.max_length = trained if max_length is None else min(max_length, limit)
+        self.doc_stride = qa.doc_stride if qa.doc_stride is not None else min(self.model.doc_stride,
+                                                                              self.max_length // 2)
+        self.features = self.model.features
+        self.pad_values = {"input_ids": self.tokenizer.pad_token_id or 0}
+        self.qa = qa
+
+    @classmethod
+    def open_source(cls, ckpt_path, input, fmt: str, options):
+        """Questions of a SQuAD file or a table, or of every document of a folder (``qa.questions``).
+
+        Raises:
+            DataError: a bad input; ConfigError: options that only a classifier takes.
+        """
+        cls.refuse_options(options, ("label_column", "label_map", "keep_columns"))
+        return open_questions(input, fmt, options.qa, id_column=options.id_column, encoding=options.encoding)
+
+    def windows(self, examples) -> QAWindows:
+        """The windows of a part's questions, at this model's window length and stride."""
+        return build_windows(examples, self.tokenizer, self.max_length, self.doc_stride, features=self.features)
+
+    def tokens(self, windows: QAWindows) -> TokenRows:
+        """The windows as the engine's rows."""
+        return TokenRows.from_ragged(windows.features)
+
+    def empty_outputs(self) -> dict[str, np.ndarray]:
+        k = self.qa.n_best
+        return {"start_index": np.zeros((0, k), np.int32), "start_logit": np.zeros((0, k), np.float32),
+                "end_index": np.zeros((0, k), np.int32), "end_logit": np.zeros((0, k), np.float32),
+                "null_logit": np.zeros(0, np.float32)}
+
+    def frame(self, out, job) -> pd.DataFrame:
+        """One row per question of the part, from its windows' top-k outputs."""
+        examples, windows, source = job.extra
+        for key in ("start_logit", "end_logit", "null_logit"):
+            bad = ~np.isfinite(np.asarray(out[key], np.float64))
+            if bad.any():
+                window = int(np.flatnonzero(bad.reshape(len(bad), -1).any(axis=1))[0])
+                raise DataError(f"question {examples[windows.example[window]].id!r} (row {job.lo + int(windows.example[window])}): "
+                                f"the model gave a non-finite {key.replace('_', ' ')}; its weights or input are "
+                                "broken, no answer is written")
+        options = SpanOptions(n_best=self.qa.n_best, max_answer_length=self.qa.max_answer_length,
+                              version_2=source.no_answer, null_threshold=self.qa.null_threshold,
+                              alternatives=self.qa.alternatives)
+        predictions = predict_answers(out, windows.example, windows.char_start, windows.char_end,
+                                      [e.context for e in examples], options)
+        cols = {"row": np.arange(job.lo, job.hi, dtype=np.int64), **source.columns(examples)}
+        cols.update(answer=[p.answer.text for p in predictions],
+                    score=np.asarray([p.answer.probability for p in predictions], np.float64),
+                    start_char=np.asarray([p.answer.start for p in predictions], np.int64),
+                    end_char=np.asarray([p.answer.end for p in predictions], np.int64))
+        if source.no_answer:
+            cols["no_answer"] = [p.no_answer for p in predictions]
+        cols["alternatives"] = [json.dumps([{"answer": c.text, "score": round(c.probability, 6), "start_char": c.start,
+                                             "end_char": c.end} for c in p.alternatives(self.qa.alternatives)],
+                                           ensure_ascii=False) for p in predictions]
+        cols["n_windows"] = np.bincount(windows.example, minlength=len(examples)).astype(np.int64)
+        if source.labelled:
+            version = "2.0" if source.no_answer else "1.1"
+            scores = [score_question(p.answer.text, [a.text for a in e.answers], version) if e.labelled
+                      else (np.nan, np.nan) for p, e in zip(predictions, examples)]
+            cols["exact_match"] = np.asarray([s[0] for s in scores], np.float64)
+            cols["f1"] = np.asarray([s[1] for s in scores], np.float64)
+        return pd.DataFrame(cols)
+
+    @staticmethod
+    def summary() -> Summary:
+        return QuestionAnsweringSummary()
+
+    @classmethod
+    def finish(cls, summary: dict, output: pathlib.Path) -> None:
+        """Write ``<stem>.metrics.json`` when the questions had gold answers."""
+        if "evaluation" in summary:
+            path = metrics_path(output)
+            atomic.write_text(path, json.dumps(summary["evaluation"], indent=2) + "\n")
+            summary["evaluation"]["metrics_output"] = str(path)
+
+    @classmethod
+    def describe(cls, summary: dict) -> str:
+        line = f"answers for {summary['answered']} of {summary['questions']} questions"
+        if "evaluation" in summary:
+            e = summary["evaluation"]
+            line += (f"; SQuAD v{e['squad_version']} exact match {e['exact_match']:.2f}, F1 {e['f1']:.2f} on "
+                     f"{e['total']} questions ({e['metrics_output']})")
+        return line
