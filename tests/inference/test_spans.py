@@ -1,10 +1,16 @@
 """Answers from per-window top-k logits, against hand-worked cases and against run_qa.py's post-processing of the
-full logits (transcribed below as the reference, the loop of transformers' examples/.../utils_qa.py)."""
+full logits (bench/qa_reference.py, the loop of transformers' examples/.../utils_qa.py)."""
+
+import sys
 
 import numpy as np
 import pytest
 
+from conftest import REPO
 from tfsent.inference.spans import SpanOptions, predict_answers
+
+sys.path.insert(0, str(REPO))
+from bench.qa_reference import postprocess  # noqa: E402
 
 
 def _top(start, end, k):
@@ -22,41 +28,6 @@ def _stack(windows, k):
     return {"start_index": np.stack([t[0] for t in tops]), "start_logit": np.stack([t[1] for t in tops]),
             "end_index": np.stack([t[2] for t in tops]), "end_logit": np.stack([t[3] for t in tops]),
             "null_logit": np.asarray([t[4] for t in tops], np.float32)}
-
-
-def _reference(windows, offsets, context, n_best, max_len, v2, threshold):
-    """run_qa.py's postprocess_qa_predictions for one example (offsets: None outside the context)."""
-    min_null, prelim = None, []
-    for (start, end), offs in zip(windows, offsets):
-        start, end = np.asarray(start, np.float32), np.asarray(end, np.float32)
-        null = start[0] + end[0]
-        if min_null is None or min_null["score"] > null:
-            min_null = {"offsets": (0, 0), "score": null, "start_logit": start[0], "end_logit": end[0]}
-        for s in np.argsort(-start, kind="stable")[:n_best]:
-            for e in np.argsort(-end, kind="stable")[:n_best]:
-                if s >= len(offs) or e >= len(offs) or offs[s] is None or offs[e] is None:
-                    continue
-                if e < s or e - s + 1 > max_len:
-                    continue
-                prelim.append({"offsets": (offs[s][0], offs[e][1]), "score": start[s] + end[e],
-                               "start_logit": start[s], "end_logit": end[e]})
-    if v2:
-        prelim.append(min_null)
-    predictions = sorted(prelim, key=lambda x: x["score"], reverse=True)[:n_best]
-    if v2 and not any(p is min_null for p in predictions):
-        predictions.append(min_null)
-    # Where no span is valid run_qa.py answers the word "empty"; tfsent answers nothing (or "no answer" in v2).
-    if not [p for p in predictions if p is not min_null]:
-        return "", (1.0 if predictions else 0.0)
-    texts = [context[p["offsets"][0]:p["offsets"][1]] for p in predictions]
-    scores = np.array([p["score"] for p in predictions])
-    probs = np.exp(scores - scores.max())
-    probs /= probs.sum()
-    if not v2:
-        return texts[0], probs[0]
-    i = next(i for i, p in enumerate(predictions) if p is not min_null)
-    diff = min_null["score"] - predictions[i]["start_logit"] - predictions[i]["end_logit"]
-    return ("", probs[predictions.index(min_null)]) if diff > threshold else (texts[i], probs[i])
 
 
 def _offsets_to_chars(offsets):
@@ -84,7 +55,8 @@ def test_random_windows_match_run_qa(v2):
         chars = [_offsets_to_chars(o) for o in offsets]
         (got,) = predict_answers(_stack(windows, n_best), np.zeros(n_windows, np.int64), [c[0] for c in chars],
                                  [c[1] for c in chars], [context], options)
-        want_text, want_prob = _reference(windows, offsets, context, n_best, max_len, v2, threshold)
+        want_text, want_prob, _, _ = postprocess(windows, offsets, context, n_best=n_best, max_answer_length=max_len,
+                                                  version_2=v2, null_threshold=threshold)
         assert got.answer.text == want_text, trial
         assert got.answer.probability == pytest.approx(float(want_prob), rel=1e-5), trial
 
