@@ -150,9 +150,8 @@ def max_length(config) -> int:
     return config.max_position_embeddings - offset
 
 
-def write(name: str, spec) -> None:
-    config_name, model_name, extra, make_tokenizer, how, keep = spec
-    folder = OUT / name
+def new_folder(folder: pathlib.Path, make_tokenizer, keep: str):
+    """An empty fixture folder holding the tokenizer, with the files a published checkpoint keeps of it."""
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -164,21 +163,28 @@ def write(name: str, spec) -> None:
                 f.unlink()
     if keep == "slow":  # DeBERTa-v3: the SentencePiece model and its config, no tokenizer.json
         (folder / "tokenizer.json").unlink(missing_ok=True)
+    return tokenizer
+
+
+def save_weights(folder: pathlib.Path, model, model_name: str, how: str) -> None:
+    """The model's weights (and config) in the format ``how`` names."""
+    if how == "legacy":
+        model.config.architectures = [model_name]
+        model.config.save_pretrained(str(folder))
+        legacy_bin(folder, model)
+    else:
+        model.save_pretrained(str(folder), safe_serialization=how.endswith("safetensors"),
+                              **({"max_shard_size": "60KB"} if how.startswith("sharded") else {}))
+
+
+def write(name: str, spec) -> None:
+    config_name, model_name, extra, make_tokenizer, how, keep = spec
+    folder = OUT / name
+    tokenizer = new_folder(folder, make_tokenizer, keep)
     torch.manual_seed(sum(map(ord, name)))
     config = getattr(transformers, config_name)(vocab_size=len(tokenizer), **{**TINY, **extra})
     model = getattr(transformers, model_name)(config).eval()
-    if how == "legacy":
-        config.architectures = [model_name]
-        config.save_pretrained(str(folder))
-        legacy_bin(folder, model)
-    elif how == "bin":
-        model.save_pretrained(str(folder), safe_serialization=False)
-    elif how == "safetensors":
-        model.save_pretrained(str(folder), safe_serialization=True)
-    elif how == "sharded_safetensors":
-        model.save_pretrained(str(folder), safe_serialization=True, max_shard_size="60KB")
-    elif how == "sharded_bin":
-        model.save_pretrained(str(folder), safe_serialization=False, max_shard_size="60KB")
+    save_weights(folder, model, model_name, how)
     loaded = transformers.AutoTokenizer.from_pretrained(str(folder))
     reloaded = transformers.AutoModelForSequenceClassification.from_pretrained(str(folder)).eval()
     limit = max_length(config)

@@ -18,16 +18,13 @@ from __future__ import annotations
 
 import json
 import pathlib
-import shutil
 import sys
-import tempfile
 
-import numpy as np
 import torch
 import transformers
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
-from bench.hf_fixtures import CORPUS, FIXTURES, TINY, legacy_bin, max_length  # noqa: E402
+from bench.hf_fixtures import CORPUS, FIXTURES, TINY, max_length, new_folder, save_weights  # noqa: E402
 from bench.qa_reference import postprocess  # noqa: E402
 
 OUT = pathlib.Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "hf_qa"
@@ -56,17 +53,7 @@ def write(name: str, spec) -> None:
     config_name, model_name, extra, make_tokenizer, how, keep = spec
     model_name = model_name.replace("ForSequenceClassification", "ForQuestionAnswering")
     folder = OUT / name
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        tokenizer = make_tokenizer(pathlib.Path(tmp))
-        tokenizer.save_pretrained(str(folder))
-    if keep == "vocab":
-        for f in folder.iterdir():
-            if f.name != "vocab.txt":
-                f.unlink()
-    if keep == "slow":
-        (folder / "tokenizer.json").unlink(missing_ok=True)
+    tokenizer = new_folder(folder, make_tokenizer, keep)
     torch.manual_seed(sum(map(ord, name)) + 1)
     # initializer_range 0.1, not the classifiers' 0.5: span logits differ between tokens anyway, and smaller
     # activations keep float32 rounding (PyTorch's kernels against TensorFlow's) below the 1e-5 the test asks.
@@ -74,13 +61,7 @@ def write(name: str, spec) -> None:
     tiny["initializer_range"] = 0.1
     config = getattr(transformers, config_name)(vocab_size=len(tokenizer), **{**tiny, **extra})
     model = getattr(transformers, model_name)(config).eval()
-    if how == "legacy":
-        config.architectures = [model_name]
-        config.save_pretrained(str(folder))
-        legacy_bin(folder, model)
-    else:
-        model.save_pretrained(str(folder), safe_serialization=how.endswith("safetensors"),
-                              **({"max_shard_size": "60KB"} if how.startswith("sharded") else {}))
+    save_weights(folder, model, model_name, how)
     loaded = transformers.AutoTokenizer.from_pretrained(str(folder))
     reloaded = transformers.AutoModelForQuestionAnswering.from_pretrained(str(folder)).eval()
     length = max_length(config)
