@@ -146,7 +146,8 @@ def _check_questions(examples: list[QAExample], tokenizer, max_seq_length: int, 
     room = max_seq_length - tokenizer.num_special_tokens_to_add(pair=True)
     for example, length in zip(examples, lengths):
         if room - length <= doc_stride:
-            raise DataError(f"{example.where}: question {example.id!r} takes {length} tokens, which leaves "
+            where = example.where if example.id in example.where else f"{example.where}, question {example.id!r}"
+            raise DataError(f"{where}: the question takes {length} tokens, which leaves "
                             f"{max(room - length, 0)} tokens of context per window of max_seq_length="
                             f"{max_seq_length}; windows need more than doc_stride={doc_stride}: shorten the "
                             "question, or raise max_seq_length or lower doc_stride")

@@ -138,15 +138,17 @@ def _document_part(predictor: Predictor, stream: Iterator, max_length: int, opti
     return docs, TokenRows.from_ragged(ragged), columns
 
 
-# Questions tokenized per call while a part is cut (a part may end up to this many questions past part_size windows).
+# Questions tokenized per call while a part is cut (a part may end up to this many questions past part_size windows;
+# small parts take fewer at a time).
 QUESTION_BATCH = 64
 
 
 def _question_part(predictor: Predictor, source, stream: Iterator, size: int) -> tuple[list, TokenRows | None, tuple]:
     """Whole questions until their windows number ``size``: the part's rows are windows, its units questions."""
     questions, pieces, windows = [], [], 0
+    per_call = min(QUESTION_BATCH, max(1, size // 8))
     while windows < size:
-        batch = _take(stream, QUESTION_BATCH)
+        batch = _take(stream, per_call)
         if not batch:
             break
         pieces.append(predictor.windows(batch))
