@@ -1,4 +1,4 @@
-"""Export a trained classifier as a SavedModel for serving: the Hydra entry point.
+"""Export a trained classifier or question-answering model as a SavedModel for serving: the Hydra entry point.
 
 ``python -m tfsent.export ckpt_path=runs/.../model output=exports/finbert`` (see ``conf/export.yaml``) writes a
 SavedModel whose ``serving_default`` takes raw strings (:mod:`tfsent.inference.serving`), or with
@@ -16,8 +16,7 @@ from omegaconf import DictConfig
 from tfsent.config import ConfigError, require, to_container
 from tfsent.inference.export import EXPORT_META, export_saved_model
 from tfsent.inference.serving import ExportError, export_text_model, wordpiece_spec
-from tfsent.models import CheckpointError, load_classifier, load_tokenizer
-from tfsent.models.masked_lm import SPEC_FILE as MASKED_LM_SPEC
+from tfsent.models import CheckpointError, kinds, load_tokenizer
 from tfsent.models.sources import check_checkpoint, resolve_source
 from tfsent.runtime.cli import hydra_entry
 from tfsent.runtime.paths import check_writable
@@ -45,10 +44,15 @@ def export(cfg: DictConfig) -> pathlib.Path:
         raise ExportError(f"output={output} already exists", hint="add overwrite=true to replace it")
     ckpt = resolve_source(source, revision=cfg.get("revision"))
     check_checkpoint(ckpt)
-    if (ckpt / MASKED_LM_SPEC).is_file():
-        raise CheckpointError(f"{ckpt}: a masked language model; export serves sequence classifiers")
+    kind = kinds.kind_of(ckpt)
+    if kind.export is None:
+        raise CheckpointError(f"{ckpt}: a {kind.family}; export serves classifiers and question-answering models")
     tokenizer = load_tokenizer(ckpt)
-    if inputs == "text":
+    if inputs == "text" and kind.export != "text":
+        inputs = "token_ids"
+        print(f"export: a {kind.family} reads windows cut on the host (question + context): exporting a token-id "
+              "signature, with the tokenizer files in tokenizer/ beside it")
+    elif inputs == "text":
         try:  # a tokenizer the graph cannot run is known before the weights load
             wordpiece_spec(tokenizer, source)
         except ExportError as e:
@@ -56,7 +60,10 @@ def export(cfg: DictConfig) -> pathlib.Path:
             print(f"export: {str(e).split(';')[0]}, which tensorflow-text cannot run inside a SavedModel: "
                   "exporting a token-id signature instead, with the tokenizer files in tokenizer/ beside it")
     label_names = cfg.get("label_names")
-    model = load_classifier(ckpt, label_names=list(to_container(label_names)) if label_names else None)
+    if label_names and kind.name != "classifier":
+        raise ConfigError(f"label_names: {ckpt} is a {kind.family}, which has no labels to name")
+    loader = kind.load("loader")
+    model = loader(ckpt, label_names=list(to_container(label_names))) if label_names else loader(ckpt)
     if inputs == "text":
         export_text_model(model, tokenizer, output, buckets=list(to_container(cfg.buckets)),
                           max_length=cfg.max_length, overwrite=bool(cfg.overwrite), name=source)
@@ -64,8 +71,9 @@ def export(cfg: DictConfig) -> pathlib.Path:
         export_saved_model(model, output, tokenizer, max_length=cfg.max_length, overwrite=bool(cfg.overwrite))
     meta = json.loads((output / EXPORT_META).read_text())
     needs = ", ".join(meta.get("custom_ops", [])) or "core TensorFlow only"
+    names = f"labels {meta['label_names']}" if "label_names" in meta else f"top_k {meta['top_k']} per window"
     print(f"export: {output} (serving_default: {', '.join(meta['inputs'])} -> {', '.join(meta['outputs'])}; "
-          f"labels {meta['label_names']}; max_length {meta['max_length']}; ops beyond core TF: {needs})")
+          f"{names}; max_length {meta['max_length']}; ops beyond core TF: {needs})")
     return output
 
 

@@ -1,8 +1,10 @@
-"""Export a classifier as a token-id SavedModel (TF Serving, Vertex AI, ``tf.saved_model.load``).
+"""Export a model as a token-id SavedModel (TF Serving, Vertex AI, ``tf.saved_model.load``).
 
 The ``serving_default`` signature takes int32 ``input_ids`` and ``attention_mask`` ``[batch, length]`` (plus
-``token_type_ids`` where the model reads segment ids) and returns ``label_id`` int32 ``[batch]`` and ``probs`` float32
-``[batch, num_labels]``. Tokenization happens outside the graph, so the graph needs core TensorFlow ops only; the
+``token_type_ids`` where the model reads segment ids) and returns the model's reduced outputs: a classifier's
+``label_id`` int32 ``[batch]`` and ``probs`` float32 ``[batch, num_labels]``; a QA model's ``start_index``,
+``start_logit``, ``end_index``, ``end_logit`` ``[batch, top_k]`` and ``null_logit`` ``[batch]`` per window, from which
+the host picks answers (:func:`tfsent.inference.spans.predict_answers`). Tokenization happens outside the graph, so the graph needs core TensorFlow ops only; the
 export folder carries the tokenizer files (``tokenizer/``) and ``tfsent_export.json`` with the label names in id
 order and the maximum length, so a client can tokenize exactly as ``tfsent.predict`` does. For a SavedModel that
 takes raw strings (tokenizing in the graph with tensorflow-text) see :mod:`tfsent.inference.serving`.
@@ -21,26 +23,16 @@ from tfsent.runtime import atomic
 EXPORT_META = "tfsent_export.json"
 
 
-def classify(model, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-    """The serving outputs of a classifier: ``label_id`` int32 ``[batch]`` and ``probs`` float32 ``[batch, C]``.
-
-    Args:
-        model: a ``tfsent.models.SequenceClassifier`` (``call(features) -> logits``).
-        features: int32 ``input_ids``, ``attention_mask`` (and ``token_type_ids`` for BERT).
-    """
-    probs = tf.nn.softmax(tf.cast(model(features, training=False), tf.float32), axis=-1)
-    return {"label_id": tf.argmax(probs, axis=-1, output_type=tf.int32), "probs": probs}
-
-
 class ServingModule(tf.Module):
-    """Base of the exported modules: holds a classifier's weights and calls it through :func:`classify`."""
+    """Base of the exported modules: holds a model's weights and calls its ``serving_outputs`` (a classifier's
+    label id and probabilities, a QA model's top-k start and end positions per window)."""
 
     def __init__(self, model):
         super().__init__()
         # Track the weights, not the Keras model: a tracked Keras model makes tf.saved_model.save trace and store
         # every layer's call function too, which more than doubles the export time and serves nothing.
         self.weights = list(model.weights)
-        self.classify = lambda features: classify(model, features)
+        self.outputs = model.serving_outputs
 
 
 class _Serving(ServingModule):
@@ -55,11 +47,11 @@ class _Serving(ServingModule):
             self.serve = tf.function(self._serve_plain, input_signature=spec)
 
     def _serve_bert(self, input_ids, attention_mask, token_type_ids):
-        return self.classify({"input_ids": input_ids, "attention_mask": attention_mask,
-                              "token_type_ids": token_type_ids})
+        return self.outputs({"input_ids": input_ids, "attention_mask": attention_mask,
+                             "token_type_ids": token_type_ids})
 
     def _serve_plain(self, input_ids, attention_mask):
-        return self.classify({"input_ids": input_ids, "attention_mask": attention_mask})
+        return self.outputs({"input_ids": input_ids, "attention_mask": attention_mask})
 
 
 def export_saved_model(model, export_dir: str | os.PathLike, tokenizer=None, *, max_length: int | None = None,
@@ -67,8 +59,8 @@ def export_saved_model(model, export_dir: str | os.PathLike, tokenizer=None, *, 
     """Write ``model`` as a SavedModel with a ``serving_default`` signature, atomically.
 
     Args:
-        model: a ``tfsent.models.SequenceClassifier`` (anything with ``call(features) -> logits``,
-            ``label_names``, ``features`` and ``arch``).
+        model: a model with a head (``SequenceClassifier``, ``QuestionAnswerer``: ``serving_outputs``,
+            ``serving_meta``, ``features``, ``arch``).
         export_dir: the folder to create.
         tokenizer: saved to ``export_dir/tokenizer`` when given.
         max_length: recorded in ``tfsent_export.json`` (default: the model's ``max_seq_length``).
@@ -82,9 +74,9 @@ def export_saved_model(model, export_dir: str | os.PathLike, tokenizer=None, *, 
     """
     with_types = "token_type_ids" in model.features
     module = _Serving(model, with_types)
-    meta = {"format": "tfsent.export/1", "label_names": list(model.label_names),
+    meta = {"format": "tfsent.export/1", **model.serving_meta(),
             "inputs": ["input_ids", "attention_mask"] + (["token_type_ids"] if with_types else []),
-            "outputs": ["label_id", "probs"], "arch": getattr(model, "arch", None),
+            "arch": getattr(model, "arch", None),
             "max_length": int(max_length or getattr(model, "max_seq_length", 0) or 0),
             "tokenization": "outside the graph: use the files in tokenizer/ (transformers AutoTokenizer)"}
     with atomic.directory(export_dir, overwrite=overwrite) as tmp:

@@ -161,7 +161,7 @@ class _TextServing(ServingModule):
         self.serve = tf.function(self._serve, input_signature=[tf.TensorSpec([None], tf.string, name="text")])
 
     def _serve(self, text):
-        out = self.classify(self.tokenizer(text))
+        out = self.outputs(self.tokenizer(text))
         return {"label": tf.gather(self.label_names, out["label_id"]), **out}
 
 

@@ -124,6 +124,15 @@ class SequenceClassifier(TaskModel):
             "probs": probs,
         }
 
+    def serving_outputs(self, features: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        """What an exported classifier returns: ``label_id`` int32 ``[batch]``, ``probs`` float32 ``[batch, C]``."""
+        probs = tf.nn.softmax(tf.cast(self(features, training=False), tf.float32), axis=-1)
+        return {"label_id": tf.argmax(probs, axis=-1, output_type=tf.int32), "probs": probs}
+
+    def serving_meta(self) -> dict[str, Any]:
+        """What an export records of a classifier's outputs."""
+        return {"label_names": self.label_names, "outputs": ["label_id", "probs"]}
+
     def metadata(self) -> dict[str, Any]:
         """``tfsent_model.json``: architecture, labels in model order, length and starting source."""
         return {**self.base_metadata(META_FORMAT), "label_names": self.label_names}

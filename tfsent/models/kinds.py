@@ -35,6 +35,8 @@ class ModelKind:
         predictor: ``module:Class`` of its :class:`~tfsent.inference.predictor.Predictor`.
         task: the training task that fine-tunes it (``tfsent.training.task.TASKS``), or None.
         experiment: the packaged experiment that trains one (for hints).
+        export: what ``python -m tfsent.export`` can write: ``text`` (a raw-string signature where the tokenizer
+            runs in the graph, else token ids), ``token_ids``, or None (not exported).
     """
 
     name: str
@@ -46,6 +48,7 @@ class ModelKind:
     predictor: str
     task: str | None
     experiment: str
+    export: str | None
 
     def load(self, what: str):
         """The object a ``module:attribute`` field names (``loader``, ``predictor``), imported now."""
@@ -56,13 +59,15 @@ class ModelKind:
 KINDS: dict[str, ModelKind] = {k.name: k for k in (
     ModelKind("classifier", "classifier", "tfsent_model.json", "ForSequenceClassification",
               ("classifier", "pre_classifier"), "tfsent.models.classifier:load_classifier",
-              "tfsent.inference.classifier:ClassifierPredictor", "classification", "finbert_tone"),
+              "tfsent.inference.classifier:ClassifierPredictor", "classification", "finbert_tone",
+              "text"),
     ModelKind("question_answering", "question-answering model", "tfsent_qa.json", "ForQuestionAnswering",
               ("qa_outputs",), "tfsent.models.question_answering:load_question_answering",
-              "tfsent.inference.question_answering:QuestionAnsweringPredictor", "question_answering", "squad"),
+              "tfsent.inference.question_answering:QuestionAnsweringPredictor", "question_answering", "squad",
+              "token_ids"),
     ModelKind("masked_lm", "masked language model", "tfsent_mlm.json", None, (),
               "tfsent.models.masked_lm:load_masked_lm", "tfsent.inference.masked_lm:MaskedLMPredictor", "mlm",
-              "roberta_mlm"),
+              "roberta_mlm", None),
 )}
 
 #: The kinds whose models are a transformers encoder with a task head (any architecture row).

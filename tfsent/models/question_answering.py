@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import pathlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import tensorflow as tf
@@ -85,14 +85,25 @@ class QuestionAnswerer(TaskModel):
         x, _, _ = tf_keras.utils.unpack_x_y_sample_weight(data)
         if "example_id" not in x:
             raise KeyError(f"predict needs an 'example_id' feature to put outputs back in order; got {sorted(x)}")
-        logits = self.traced(lambda f: self(f, training=False))(x)
-        real = tf.cast(x["attention_mask"], tf.bool)
-        out = {"example_id": tf.reshape(tf.cast(x["example_id"], tf.int32), [-1]),
-               "null_logit": logits["start_logits"][:, 0] + logits["end_logits"][:, 0]}
+        out = self.serving_outputs(x, forward=self.traced(lambda f: self(f, training=False)))
+        return {"example_id": tf.reshape(tf.cast(x["example_id"], tf.int32), [-1]), **out}
+
+    def serving_outputs(self, features: Mapping[str, tf.Tensor], forward: Callable | None = None
+                        ) -> dict[str, tf.Tensor]:
+        """Each window's ``top_k`` start and end positions with their logits, and its null logit (what
+        ``predict_step`` and an exported QA model return)."""
+        logits = (forward or (lambda f: self(f, training=False)))(features)
+        real = tf.cast(features["attention_mask"], tf.bool)
+        out = {"null_logit": logits["start_logits"][:, 0] + logits["end_logits"][:, 0]}
         for side in ("start", "end"):
             index, value = _top_k(logits[f"{side}_logits"], real, self.top_k)
             out[f"{side}_index"], out[f"{side}_logit"] = index, value
         return out
+
+    def serving_meta(self) -> dict[str, Any]:
+        """What an export records of a QA model's outputs (the host picks answers from them)."""
+        return {"outputs": ["start_index", "start_logit", "end_index", "end_logit", "null_logit"],
+                "top_k": self.top_k, "doc_stride": self.doc_stride}
 
     def metadata(self) -> dict[str, Any]:
         """``tfsent_qa.json``: architecture, window length and stride, starting source."""
