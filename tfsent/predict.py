@@ -72,16 +72,17 @@ def _check_report(cfg: DictConfig, options) -> str:
     """The page ``report=true`` writes beside the output, checked before any compute.
 
     Raises:
-        ConfigError: a masked-LM checkpoint (the report reads classifier scores), or an existing page without
+        ConfigError: a masked-LM checkpoint (the report reads scores and answers), or an existing page without
             ``overwrite=true``.
     """
     from tfsent.inference.predictor import kind_of
     from tfsent.reporting.build import report_path
 
     path = report_path(require(cfg, "output"))
-    if kind_of(require(cfg, "ckpt_path")) != "classifier":
-        raise ConfigError("report=true: the report reads a classifier's scores; this checkpoint is a masked LM "
-                          "(its evaluation summary is the .summary.json beside the output)")
+    if kind_of(require(cfg, "ckpt_path")) == "masked_lm":
+        raise ConfigError("report=true: the report reads a classifier's scores or a question-answering model's "
+                          "answers; this checkpoint is a masked LM (its evaluation summary is the .summary.json "
+                          "beside the output)")
     if path.exists() and not options.overwrite:
         raise ConfigError(f"report=true: {path} already exists; pass overwrite=true to replace it")
     return str(path)

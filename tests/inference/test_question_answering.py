@@ -48,7 +48,7 @@ def test_a_squad_file_gets_answers_in_order_and_squad_scores(qa_model, tmp_path)
     ids = [qa["id"] for a in squad["data"] for p in a["paragraphs"] for qa in p["qas"]]
     assert frame["id"].tolist() == ids and summary["rows"] == 56
     assert list(frame.columns) == ["row", "id", "question", "gold_answers", "answer", "score", "start_char",
-                                   "end_char", "alternatives", "n_windows", "exact_match", "f1"]
+                                   "end_char", "snippet", "alternatives", "n_windows", "exact_match", "f1"]
     golds = {i: json.loads(g) for i, g in zip(frame["id"], frame["gold_answers"])}
     want = squad_scores(dict(zip(frame["id"], frame["answer"])), golds)
     metrics = json.loads((tmp_path / "answers.metrics.json").read_text())
@@ -59,6 +59,7 @@ def test_a_squad_file_gets_answers_in_order_and_squad_scores(qa_model, tmp_path)
     contexts = {qa["id"]: p["context"] for a in squad["data"] for p in a["paragraphs"] for qa in p["qas"]}
     for _, row in frame.iterrows():
         assert contexts[row["id"]][row["start_char"]:row["end_char"]] == row["answer"]
+        assert " ".join(row["answer"].split()) in row["snippet"] and len(row["snippet"]) <= len(row["answer"]) + 162
     assert all(len(json.loads(a)) <= 3 for a in frame["alternatives"])
 
 
@@ -136,3 +137,18 @@ def test_the_command_line_prints_scores_and_one_error_line(qa_model, tmp_path):
     assert "answers for 56 of 56 questions; SQuAD v1.1 exact match" in done.stdout
     bad = run(args + [f"output={tmp_path / 'bad.csv'}", "qa.n_bset=3"])
     assert "qa.n_bset" in one_error(bad)
+
+
+def test_the_report_shows_answers_in_context_and_squad_scores(qa_model, tmp_path):
+    from tfsent.reporting.build import build_report
+
+    predict(qa_model, TINY_SQUAD, tmp_path / "answers.csv", OPTS)
+    summary = build_report(tmp_path / "answers.csv")
+    page = (tmp_path / "answers.report.html").read_text()
+    frame = pd.read_csv(tmp_path / "answers.csv", keep_default_na=False)
+    assert summary["kind"] == "answers" and summary["rows"] == 56
+    assert 'data-value="questions" data-exact="56"' in page
+    assert f'data-value="answered" data-exact="{int((frame["answer"] != "").sum())}"' in page
+    metrics = json.loads((tmp_path / "answers.metrics.json").read_text())
+    assert f'data-value="f1" data-exact="{metrics["f1"]}"' in page
+    assert "Same scores as the metrics file" in page and "<mark>" in page

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO
-from tfsent.inference.spans import SpanOptions, predict_answers
+from tfsent.inference.spans import SpanOptions, predict_answers, snippet
 
 sys.path.insert(0, str(REPO))
 from bench.qa_reference import postprocess  # noqa: E402
@@ -94,3 +94,11 @@ def test_hand_worked_windows_and_questions():
     assert predict_answers(_stack([w1], 3), np.array([1]), [cs], [ce], ["a", "b"], SpanOptions())[0].no_answer
     with pytest.raises(ValueError, match="consecutive"):
         predict_answers(_stack([w1, w1], 3), np.array([1, 0]), [cs] * 2, [ce] * 2, ["a", "b"], SpanOptions())
+
+
+def test_snippets_cut_at_spaces_on_one_line():
+    context = "The board met in March.\nDenver Broncos won the title after a long season of games."
+    start = context.index("Denver")
+    assert snippet(context, start, start + 14, width=10) == "…March. Denver Broncos won the…"
+    assert snippet(context, start, start + 14, width=200) == " ".join(context.split())
+    assert snippet(context, -1, -1) == ""

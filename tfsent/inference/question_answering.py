@@ -7,8 +7,8 @@ question's answer over all of its windows (:mod:`tfsent.inference.spans`). A par
 
 Columns: the source's (``id``, ``question``, and ``gold_answers`` for a file with answers; documents: ``doc_id``,
 ``document``, ``question``), then ``answer``, ``score`` (the answer's probability among the question's candidates),
-``start_char``, ``end_char`` (its characters in the context; -1 for no answer), ``no_answer`` (when "no answer"
-competes), ``alternatives`` (runner-up answers as JSON: answer, score, start_char, end_char), ``n_windows``, and with
+``start_char``, ``end_char`` (its characters in the context; -1 for no answer), ``snippet`` (the answer in up to 80
+characters of context on each side), ``no_answer`` (when "no answer" competes), ``alternatives`` (runner-up answers as JSON: answer, score, start_char, end_char), ``n_windows``, and with
 gold answers ``exact_match`` and ``f1``. Summary: ``questions``, ``answered``, and with gold answers ``evaluation``
 (SQuAD exact match and F1, :mod:`tfsent.inference.squad_metrics`), also written to ``<stem>.metrics.json``.
 """
@@ -27,7 +27,7 @@ from tfsent.data.errors import DataError
 from tfsent.data.qa_windows import QAWindows, build_windows
 from tfsent.inference.predictor import Predictor, Summary, compiled
 from tfsent.inference.qa_inputs import open_questions
-from tfsent.inference.spans import SpanOptions, predict_answers
+from tfsent.inference.spans import SpanOptions, predict_answers, snippet
 from tfsent.inference.squad_metrics import score_question, squad_scores
 from tfsent.inference.tokens import TokenRows
 from tfsent.models import load_tokenizer
@@ -136,6 +136,7 @@ class QuestionAnsweringPredictor(Predictor):
                     score=np.asarray([p.answer.probability for p in predictions], np.float64),
                     start_char=np.asarray([p.answer.start for p in predictions], np.int64),
                     end_char=np.asarray([p.answer.end for p in predictions], np.int64))
+        cols["snippet"] = [snippet(e.context, p.answer.start, p.answer.end) for e, p in zip(examples, predictions)]
         if source.no_answer:
             cols["no_answer"] = [p.no_answer for p in predictions]
         cols["alternatives"] = [json.dumps([{"answer": c.text, "score": round(c.probability, 6), "start_char": c.start,

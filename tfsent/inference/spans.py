@@ -178,3 +178,19 @@ def _context_tokens(index: np.ndarray, char_start: np.ndarray, char_end: np.ndar
     ok = inside & (char_start[safe] >= 0) if len(char_start) else np.zeros(len(index), bool)
     chars = np.stack([char_start[safe], char_end[safe]], axis=1) if len(char_start) else np.zeros((len(index), 2))
     return ok, chars.astype(np.int64)
+
+
+def snippet(context: str, start: int, end: int, width: int = 80) -> str:
+    """The answer with up to ``width`` characters of its context on each side, cut at spaces, on one line (an
+    ellipsis where the context goes on); empty for no answer."""
+    if start < 0 or end <= start:
+        return ""
+    lo, hi = max(0, start - width), min(len(context), end + width)
+    if lo > 0:
+        space = context.find(" ", lo, start)
+        lo = space + 1 if space >= 0 else lo
+    if hi < len(context):
+        space = context.rfind(" ", end, hi)
+        hi = space if space >= 0 else hi
+    text = " ".join(context[lo:hi].split())
+    return ("…" if lo > 0 else "") + text + ("…" if hi < len(context) else "")

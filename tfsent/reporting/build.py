@@ -14,11 +14,11 @@ import pathlib
 from tfsent.config import ConfigError
 from tfsent.inference.evaluation import metrics_paths
 from tfsent.inference.record import read_record
-from tfsent.reporting import sections
+from tfsent.reporting import answers, sections
 from tfsent.reporting.documents import DocumentStats
 from tfsent.reporting.page import render
 from tfsent.reporting.rows import RowStats
-from tfsent.reporting.tables import CHUNKS, DOCUMENTS, ReportError, Table, chunks_beside, open_table
+from tfsent.reporting.tables import ANSWERS, CHUNKS, DOCUMENTS, ReportError, Table, chunks_beside, open_table
 from tfsent.reporting.timeline import PERIODS, Timeline, columns_from_names, name_pattern
 from tfsent.reporting.training import read_run
 from tfsent.runtime import atomic
@@ -104,7 +104,8 @@ def build_report(input: str | pathlib.Path | None, output: str | pathlib.Path | 
         table = open_table(input)
         built, summary = _table_sections(table, options, summary)
         title = f"tfsent report: {table.path.name}"
-        subtitle = {DOCUMENTS: "documents run", CHUNKS: "document chunks"}.get(table.kind, "scored rows")
+        subtitle = {DOCUMENTS: "documents run", CHUNKS: "document chunks",
+                    ANSWERS: "question answering"}.get(table.kind, "scored rows")
     if run_dir is not None:
         run = read_run(run_dir)
         built.append(sections.training(run))
@@ -127,7 +128,23 @@ def _check_output(output: pathlib.Path, input, overwrite: bool) -> None:
         raise ConfigError(f"output={output} already exists; pass overwrite=true to replace it")
 
 
+def _answer_sections(table: Table, options: ReportOptions, summary: dict):
+    stats = answers.AnswerStats(table, examples=options.examples)
+    for frame in table.chunks(options.chunk_rows):
+        stats.add(frame)
+        summary["held"] = max(summary["held"], stats.held())
+    if stats.rows == 0:
+        raise ReportError(f"{table.path}: no rows (a header and nothing under it)")
+    record = read_record(table.path)
+    built = [sections.overview(source=str(table.path), kind=table.kind, record=record, rows=None, docs=None)]
+    built += answers.sections(stats, _metrics_beside(table.path))
+    summary.update(kind=table.kind, rows=stats.rows)
+    return built, summary
+
+
 def _table_sections(table: Table, options: ReportOptions, summary: dict):
+    if table.kind == ANSWERS:
+        return _answer_sections(table, options, summary)
     docs = rows = timeline = None
     chunk_table = None
     if table.kind == DOCUMENTS:

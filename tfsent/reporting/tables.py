@@ -1,6 +1,7 @@
 """tfsent outputs recognised by their columns and read a chunk at a time (CSV, JSON Lines, Parquet).
 
-Three tables come out of ``tfsent.predict`` for a classifier: rows (``label``, ``label_id``, ``n_tokens``,
+A question-answering model's output is one table (``question``, ``answer``, ``score``, ``start_char``,
+``end_char``, ``n_windows``; kind ``answers``). Three tables come out of ``tfsent.predict`` for a classifier: rows (``label``, ``label_id``, ``n_tokens``,
 ``prob_<label>`` per label; ``text``, ``true_label`` and kept columns when present), a documents run's document
 table (``doc_id``, ``n_chunks``, ``n_tokens``, ``label``, ``share_<label>``, ``prob_<label>``, ``net_tone``) and
 its chunk table (``<stem>.chunks<suffix>``: rows with ``doc_id`` and ``chunk_id``). Anything else, an empty file
@@ -21,14 +22,16 @@ import pandas as pd
 from tfsent.data.sources import SUFFIX_FORMATS
 from tfsent.errors import UserError
 
-ROWS, CHUNKS, DOCUMENTS = "rows", "chunks", "documents"
+ROWS, CHUNKS, DOCUMENTS, ANSWERS = "rows", "chunks", "documents", "answers"
 REQUIRED = {ROWS: ("label", "label_id", "n_tokens"),
             CHUNKS: ("doc_id", "chunk_id", "label", "label_id", "n_tokens"),
-            DOCUMENTS: ("doc_id", "n_chunks", "n_tokens", "label")}
+            DOCUMENTS: ("doc_id", "n_chunks", "n_tokens", "label"),
+            ANSWERS: ("question", "answer", "score", "start_char", "end_char", "n_windows")}
 # A masked-LM evaluation's rows: tfsent output too, but not scores an analyst reads.
 MASKED_LM_COLUMNS = ("num_masked", "num_correct", "loss")
 # Columns read as text whatever they look like (a ticker "TRUE", a document named "1e5").
-_TEXT_COLUMNS = ("text", "label", "true_label", "doc_id", "document", "id", "ticker", "date")
+_TEXT_COLUMNS = ("text", "label", "true_label", "doc_id", "document", "id", "ticker", "date", "question", "answer",
+                 "snippet", "gold_answers", "alternatives")
 FORMATS = ("csv", "jsonl", "parquet")
 
 
@@ -90,6 +93,11 @@ def open_table(path: str | pathlib.Path) -> Table:
     labels = tuple(c[len("prob_"):] for c in columns if c.startswith("prob_"))
     if all(c in columns for c in MASKED_LM_COLUMNS):
         raise ReportError(f"{path}: a masked-LM evaluation output; the report reads a classifier's predictions")
+    if "answer" in columns and "question" in columns:  # a question-answering output (rows or documents mode)
+        missing = [c for c in REQUIRED[ANSWERS] if c not in columns]
+        if missing:
+            raise ReportError(f"{path}: not a tfsent answers table: missing column(s) {', '.join(missing)}")
+        return Table(path, fmt, ANSWERS, tuple(columns), ())
     kind = (DOCUMENTS if "n_chunks" in columns else CHUNKS) if "doc_id" in columns else ROWS
     missing = [c for c in REQUIRED[kind] if c not in columns]
     if len(labels) < 2:
@@ -165,6 +173,10 @@ def check_chunk(table: Table, frame: pd.DataFrame) -> None:
     for name in table.labels:
         values = pd.to_numeric(frame[f"prob_{name}"], errors="coerce").to_numpy(np.float64)
         bad(f"prob_{name}", ~((values >= 0) & (values <= 1)), "holds a value that is not a probability")
+    if table.kind == ANSWERS:
+        score = pd.to_numeric(frame["score"], errors="coerce").to_numpy(np.float64)
+        bad("score", ~((score >= 0) & (score <= 1)), "holds a value that is not a probability")
+        return
     if table.kind == DOCUMENTS:
         return  # a document without chunks has an empty label
     ids = pd.to_numeric(frame["label_id"], errors="coerce").to_numpy(np.float64)
