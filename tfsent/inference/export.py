@@ -16,6 +16,7 @@ import pathlib
 
 import tensorflow as tf
 
+from tfsent.data.tokenize import save_tokenizer
 from tfsent.runtime import atomic
 
 EXPORT_META = "tfsent_export.json"
@@ -90,7 +91,7 @@ def export_saved_model(model, export_dir: str | os.PathLike, tokenizer=None, *, 
     with atomic.directory(export_dir, overwrite=overwrite) as tmp:
         tf.saved_model.save(module, str(tmp), signatures={"serving_default": module.serve})
         if tokenizer is not None:
-            tokenizer.save_pretrained(str(tmp / "tokenizer"))
+            save_tokenizer(tokenizer, tmp / "tokenizer")
         (tmp / EXPORT_META).write_text(json.dumps(meta, indent=2) + "\n")
     return pathlib.Path(export_dir)
 

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import tensorflow as tf
 import tf_keras
 
+from tfsent.data.tokenize import save_tokenizer
 from tfsent.models import torch_format
 from tfsent.runtime import atomic
 from tfsent.runtime.strategy import jit_compile_supported
@@ -69,6 +70,6 @@ class PretrainedModel(tf_keras.Model):
             # model.safetensors with PyTorch names and layouts, for tools that cannot read tf_model.h5.
             torch_format.write_torch_safetensors(self.hf_model, tmp)
             if tokenizer is not None:
-                tokenizer.save_pretrained(str(tmp))
+                save_tokenizer(tokenizer, tmp)
             (tmp / self.META_FILE).write_text(json.dumps(self.metadata(), indent=2, sort_keys=True) + "\n")
         return directory
