@@ -64,10 +64,14 @@ def test_same_seed_same_weights_on_1_and_8_replicas(prepared):
     ("trainer.global_batch_size=12", r"trainer.global_batch_size=12 is a global batch .* 8 replicas"),
     ("model.config.max_position_embeddings=16", r"max_position_embeddings"),
     ("trainer.epoch=2", r"trainer.epoch\b"),
+    ("model.classifier_dropout=1.0", r"^model.classifier_dropout=1.0 must be in \[0, 1\)$"),
+    # ELECTRA's TF head has no classifier dropout of its own: refused, not written where nothing reads it.
+    ("model.config.arch=electra model.classifier_dropout=0.2",
+     r"^model.classifier_dropout=0.2: transformers' TF ELECTRA has no classifier dropout of its own"),
 ])
 def test_bad_config_fails_before_compute(prepared, override, message):
     prefix = "+" if override.startswith("trainer.epoch=") else ""
-    cfg = compose_train(prepared, TINY + [prefix + override])
+    cfg = compose_train(prepared, TINY + [prefix + o for o in override.split()])
     with pytest.raises((ConfigError, ValueError), match=message):
         train(cfg, prepared / "bad")
     assert not (prepared / "bad" / "checkpoints").exists()

@@ -55,9 +55,11 @@ class ClassifierSpec:
             ``pad_token_id``. Unknown keys are an error.
         label_names: the dataset's label names in dataset id order (from its manifest).
         max_seq_length: tokens per sequence; checked against the model's position embeddings.
-        hidden_dropout: overrides ``hidden_dropout_prob`` when set.
-        attention_dropout: overrides ``attention_probs_dropout_prob`` when set.
-        classifier_dropout: overrides ``classifier_dropout`` (dropout before the head) when set.
+        hidden_dropout: overrides the hidden dropout when set (BERT's ``hidden_dropout_prob``, DistilBERT's
+            ``dropout``: the architecture row's :class:`~tfsent.models.architectures.DropoutFields`).
+        attention_dropout: overrides the attention dropout when set (``attention_probs_dropout_prob``, ...).
+        classifier_dropout: overrides the classification head's dropout when set (``classifier_dropout``,
+            ``seq_classif_dropout``, ``classifier_dropout_prob``, DeBERTa's ``pooler_dropout`` and ``cls_dropout``).
     """
 
     source: str | None = None
@@ -196,14 +198,15 @@ class SequenceClassifier(PretrainedModel):
                 "max_seq_length": int(self.max_seq_length), "source": self.source}
 
 
-def _apply_dropout(config, spec: ClassifierSpec) -> None:
-    for field, key in (("hidden_dropout", "hidden_dropout_prob"), ("attention_dropout", "attention_probs_dropout_prob"),
-                       ("classifier_dropout", "classifier_dropout")):
-        value = getattr(spec, field)
-        if value is not None:
-            if not 0.0 <= float(value) < 1.0:
-                raise ValueError(f"model.{field}={value} must be in [0, 1)")
-            setattr(config, key, float(value))
+def dropout_settings(spec) -> dict[str, float | None]:
+    """The dropout settings of a spec (a ``ClassifierSpec`` or the ``model`` group), keyed as
+    ``Architecture.dropout_config`` takes them."""
+    return {name: getattr(spec, f"{name}_dropout") for name in ("hidden", "attention", "classifier")}
+
+
+def _apply_dropout(config, arch: architectures.Architecture, spec: ClassifierSpec) -> None:
+    for key, value in arch.dropout_config(dropout_settings(spec)).items():
+        setattr(config, key, value)
 
 
 def _set_labels(config, names: Sequence[str]) -> None:
@@ -243,7 +246,8 @@ def build_classifier(spec: ClassifierSpec, *, require_head: bool = False) -> Seq
         LabelError: the dataset's labels do not match a trained head's.
         PositionError: too few position embeddings for ``max_seq_length``.
         CheckpointError: the source cannot be found or read, or lacks weights the model needs.
-        ValueError: a malformed spec (unknown arch or config key, bad dropout).
+        ConfigError: a dropout value outside [0, 1) or one the architecture cannot take.
+        ValueError: a malformed spec (unknown arch or config key).
     """
     if spec.source is None:
         arch, config = _random_config(spec)
@@ -259,7 +263,7 @@ def build_classifier(spec: ClassifierSpec, *, require_head: bool = False) -> Seq
         label_map = labels_lib.head_labels(spec.label_names, config, model=spec.source)
         files = weights.find_weights(directory)  # fail on missing weights before building anything
     _set_labels(config, label_map.model_names)
-    _apply_dropout(config, spec)
+    _apply_dropout(config, architectures.get(arch), spec)
     loading.check_max_positions(config, spec.max_seq_length)
 
     hf_model = architectures.get(arch).classifier_cls()(config)
