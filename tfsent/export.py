@@ -11,16 +11,21 @@ from __future__ import annotations
 import json
 import pathlib
 
+import tensorflow as tf
 from omegaconf import DictConfig
 
 from tfsent.config import ConfigError, require, to_container
+from tfsent.inference.calibration import Settings, resolve_execution
 from tfsent.inference.export import EXPORT_META, export_saved_model
 from tfsent.inference.serving import ExportError, export_text_model, wordpiece_spec
 from tfsent.models import CheckpointError, load_classifier, load_tokenizer
+from tfsent.models.loading import read_config
 from tfsent.models.masked_lm import SPEC_FILE as MASKED_LM_SPEC
 from tfsent.models.sources import check_checkpoint, resolve_source
 from tfsent.runtime.cli import hydra_entry
 from tfsent.runtime.paths import check_writable
+from tfsent.runtime.precision import set_policy
+from tfsent.runtime.strategy import make_strategy
 
 INPUTS = ("text", "token_ids")
 
@@ -40,6 +45,8 @@ def export(cfg: DictConfig) -> pathlib.Path:
     inputs = cfg.inputs
     if inputs not in INPUTS:
         raise ConfigError(f"inputs={inputs!r} must be one of {', '.join(INPUTS)}")
+    # A SavedModel runs as a graph, on a serving machine this one may not be: the rule's path, no probe.
+    settings = Settings(precision=str(cfg.get("precision", "float32")), jit_compile=False)
     check_writable(output, "output")  # before the weights load
     if output.exists() and not cfg.overwrite:
         raise ExportError(f"output={output} already exists", hint="add overwrite=true to replace it")
@@ -56,6 +63,9 @@ def export(cfg: DictConfig) -> pathlib.Path:
             print(f"export: {str(e).split(';')[0]}, which tensorflow-text cannot run inside a SavedModel: "
                   "exporting a token-id signature instead, with the tokenizer files in tokenizer/ beside it")
     label_names = cfg.get("label_names")
+    strategy = make_strategy("auto") if settings.precision == "auto" else tf.distribute.get_strategy()
+    resolved = resolve_execution(strategy, settings, config=read_config(ckpt), calibrate=False)
+    set_policy(resolved.options.precision, strategy)  # the policy the model is built under is what the graph computes
     model = load_classifier(ckpt, label_names=list(to_container(label_names)) if label_names else None)
     if inputs == "text":
         export_text_model(model, tokenizer, output, buckets=list(to_container(cfg.buckets)),
@@ -65,7 +75,8 @@ def export(cfg: DictConfig) -> pathlib.Path:
     meta = json.loads((output / EXPORT_META).read_text())
     needs = ", ".join(meta.get("custom_ops", [])) or "core TensorFlow only"
     print(f"export: {output} (serving_default: {', '.join(meta['inputs'])} -> {', '.join(meta['outputs'])}; "
-          f"labels {meta['label_names']}; max_length {meta['max_length']}; ops beyond core TF: {needs})")
+          f"labels {meta['label_names']}; max_length {meta['max_length']}; {meta['precision']}; ops beyond core TF: "
+          f"{needs})")
     return output
 
 

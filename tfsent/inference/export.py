@@ -33,6 +33,11 @@ def classify(model, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
     return {"label_id": tf.argmax(probs, axis=-1, output_type=tf.int32), "probs": probs}
 
 
+def precision(model) -> str:
+    """The dtype policy ``model`` computes in (``float32``, ``mixed_bfloat16``, ...): what the SavedModel computes."""
+    return model.dtype_policy.name
+
+
 class ServingModule(tf.Module):
     """Base of the exported modules: holds a classifier's weights and calls it through :func:`classify`."""
 
@@ -86,7 +91,7 @@ def export_saved_model(model, export_dir: str | os.PathLike, tokenizer=None, *, 
     meta = {"format": "tfsent.export/1", "label_names": list(model.label_names),
             "inputs": ["input_ids", "attention_mask"] + (["token_type_ids"] if with_types else []),
             "outputs": ["label_id", "probs"], "arch": getattr(model, "arch", None),
-            "max_length": int(max_length or getattr(model, "max_seq_length", 0) or 0),
+            "max_length": int(max_length or getattr(model, "max_seq_length", 0) or 0), "precision": precision(model),
             "tokenization": "outside the graph: use the files in tokenizer/ (transformers AutoTokenizer)"}
     with atomic.directory(export_dir, overwrite=overwrite) as tmp:
         tf.saved_model.save(module, str(tmp), signatures={"serving_default": module.serve})

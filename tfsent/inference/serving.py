@@ -35,7 +35,7 @@ import tensorflow_text as tf_text
 from tensorflow.core.protobuf import saved_model_pb2
 
 from tfsent.inference.engine import DEFAULT_BUCKETS, bucket_lengths
-from tfsent.inference.export import EXPORT_META, ServingModule
+from tfsent.inference.export import EXPORT_META, ServingModule, precision
 from tfsent.errors import UserError
 from tfsent.models.loading import model_max_length
 from tfsent.runtime import atomic
@@ -212,6 +212,7 @@ def export_text_model(model, tokenizer, export_dir: str | os.PathLike, *, bucket
         meta = {"format": "tfsent.export/1", "label_names": list(model.label_names), "inputs": ["text"],
                 "outputs": ["label", "label_id", "probs"], "arch": model.arch,
                 "max_length": module.tokenizer.max_length, "buckets": list(module.tokenizer.buckets),
+                "precision": precision(model),
                 "tokenization": "in the graph: tensorflow-text FastBertTokenizer (import tensorflow_text before "
                                 "tf.saved_model.load)",
                 "tensorflow_text": tf_text.__version__, "custom_ops": custom_ops(tmp)}

@@ -108,7 +108,7 @@ def build(spec: TrainSpec, run_dir: str | os.PathLike) -> Setup:
     task.check()
 
     manifest = task.manifest
-    policy = set_policy(trainer.precision, strategy)
+    policy = set_policy(trainer.precision, strategy, jit_compile=trainer.jit_compile)
 
     train_data, train_steps = task.build_inputs(strategy, "train", training=True)
     if train_steps is None:
