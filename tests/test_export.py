@@ -145,6 +145,9 @@ def test_user_mistakes_end_in_one_line(tiny_ckpt, tmp_path, monkeypatch, capsys)
         ([f"ckpt_path={tmp_path / 'absent'}", f"output={out}"], f"error: model source '{tmp_path / 'absent'}'"),
         ([f"ckpt_path={tiny_ckpt}", f"output={tiny_ckpt}"],
          f"error: output={tiny_ckpt} already exists | hint: add overwrite=true to replace it"),
+        # overwrite replaces only an export tfsent wrote: not the model folder named by mistake.
+        ([f"ckpt_path={tiny_ckpt}", f"output={tiny_ckpt}", "overwrite=true"],
+         f"error: {tiny_ckpt}: holds no tfsent_export.json of format tfsent.export/*, so tfsent did not write it"),
         ([f"ckpt_path={tiny_ckpt}", f"output={out}", "precision=fp16"],
          "error: precision='fp16' is unknown; expected one of auto, float32, mixed_bfloat16, mixed_float16"),
     ]
@@ -152,6 +155,7 @@ def test_user_mistakes_end_in_one_line(tiny_ckpt, tmp_path, monkeypatch, capsys)
         message = run_main(monkeypatch, capsys, tmp_path, *args)
         assert message.startswith(start), message
     assert not out.exists()
+    assert (tiny_ckpt / "tfsent_model.json").is_file() and (tiny_ckpt / "tf_model.h5").is_file()
 
 
 def test_token_id_export_from_the_command_line(tiny_ckpt, tmp_path, monkeypatch):

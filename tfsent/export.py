@@ -16,12 +16,13 @@ from omegaconf import DictConfig
 
 from tfsent.config import ConfigError, require, to_container
 from tfsent.inference.calibration import Settings, resolve_execution
-from tfsent.inference.export import EXPORT_META, export_saved_model
+from tfsent.inference.export import EXPORT_FORMAT, EXPORT_META, export_saved_model
 from tfsent.inference.serving import ExportError, export_text_model, wordpiece_spec
 from tfsent.models import CheckpointError, load_classifier, load_tokenizer
 from tfsent.models.loading import read_config
 from tfsent.models.masked_lm import SPEC_FILE as MASKED_LM_SPEC
 from tfsent.models.sources import check_checkpoint, resolve_source
+from tfsent.runtime.atomic import check_replaceable
 from tfsent.runtime.cli import hydra_entry
 from tfsent.runtime.paths import check_writable
 from tfsent.runtime.precision import set_policy
@@ -39,6 +40,7 @@ def export(cfg: DictConfig) -> pathlib.Path:
     Raises:
         ConfigError: a missing or unknown value. CheckpointError: an unreadable or masked-LM checkpoint.
         ExportError: a tokenizer that cannot run in the graph, or ``output`` exists without overwrite.
+        NotOursError: ``output`` exists and is not an export tfsent wrote (no ``tfsent_export.json``).
     """
     source = str(require(cfg, "ckpt_path"))
     output = pathlib.Path(require(cfg, "output"))
@@ -50,6 +52,7 @@ def export(cfg: DictConfig) -> pathlib.Path:
     check_writable(output, "output")  # before the weights load
     if output.exists() and not cfg.overwrite:
         raise ExportError(f"output={output} already exists", hint="add overwrite=true to replace it")
+    check_replaceable(output, EXPORT_META, EXPORT_FORMAT)  # overwrite replaces only an export tfsent wrote
     ckpt = resolve_source(source, revision=cfg.get("revision"))
     check_checkpoint(ckpt)
     if (ckpt / MASKED_LM_SPEC).is_file():

@@ -78,7 +78,11 @@ def test_bad_config_fails_before_compute(prepared, override, message):
 
 
 def test_a_finished_run_directory_is_refused_unless_overwrite(prepared):
+    from tfsent.training.run_dir import mark
+
     run = prepared / "finished"
+    run.mkdir()
+    mark(run)  # as the finished run did when it started
     (run / "checkpoints" / "best").mkdir(parents=True)
     (run / "checkpoints" / "best" / "from_the_old_run").write_text("stale")
     (run / "metrics.json").write_text('{"test_accuracy": 0.5}\n')
@@ -93,6 +97,7 @@ def test_a_finished_run_directory_is_refused_unless_overwrite(prepared):
     assert not (run / "checkpoints" / "best" / "from_the_old_run").exists()
     assert json.loads((run / "metrics.json").read_text()) == metrics
     assert (run / ".hydra" / "config.yaml").is_file()  # the new run's own Hydra files stay
+    assert (run / "tfsent_run.json").is_file()  # the new run marked its folder: a later clear may delete its files
     rows = (run / "metrics.csv").read_text().splitlines()
     assert len(rows) == 2  # header + this run's one epoch, not the old run's epochs too
 

@@ -58,14 +58,15 @@ class PretrainedModel(tf_keras.Model):
         with ``transformers``.
 
         Args:
-            directory: the checkpoint folder (replaced if it exists).
+            directory: the checkpoint folder; an existing one is replaced only if it holds ``META_FILE``.
             tokenizer: a ``transformers`` tokenizer to save alongside, or None.
 
         Returns:
             The folder.
         """
         directory = pathlib.Path(directory)
-        with atomic.directory(directory, overwrite=True) as tmp:
+        # Replaces only a folder this kind of model saved (its META_FILE): never a user's or another tool's.
+        with atomic.directory(directory, overwrite=True, marker=self.META_FILE) as tmp:
             self.hf_model.save_pretrained(str(tmp))
             # model.safetensors with PyTorch names and layouts, for tools that cannot read tf_model.h5.
             torch_format.write_torch_safetensors(self.hf_model, tmp)
