@@ -145,11 +145,17 @@ def test_user_mistakes_end_in_one_line(tiny_ckpt, tmp_path, monkeypatch, capsys)
         ([f"ckpt_path={tmp_path / 'absent'}", f"output={out}"], f"error: model source '{tmp_path / 'absent'}'"),
         ([f"ckpt_path={tiny_ckpt}", f"output={tiny_ckpt}"],
          f"error: output={tiny_ckpt} already exists | hint: add overwrite=true to replace it"),
+        # overwrite replaces only an export tfsent wrote: not the model folder named by mistake.
+        ([f"ckpt_path={tiny_ckpt}", f"output={tiny_ckpt}", "overwrite=true"],
+         f"error: {tiny_ckpt}: holds no tfsent_export.json of format tfsent.export/*, so tfsent did not write it"),
+        ([f"ckpt_path={tiny_ckpt}", f"output={out}", "precision=fp16"],
+         "error: precision='fp16' is unknown; expected one of auto, float32, mixed_bfloat16, mixed_float16"),
     ]
     for args, start in cases:
         message = run_main(monkeypatch, capsys, tmp_path, *args)
         assert message.startswith(start), message
     assert not out.exists()
+    assert (tiny_ckpt / "tfsent_model.json").is_file() and (tiny_ckpt / "tf_model.h5").is_file()
 
 
 def test_token_id_export_from_the_command_line(tiny_ckpt, tmp_path, monkeypatch):
@@ -159,7 +165,37 @@ def test_token_id_export_from_the_command_line(tiny_ckpt, tmp_path, monkeypatch)
     main()
     meta = json.loads((out / "tfsent_export.json").read_text())
     assert meta["inputs"] == ["input_ids", "attention_mask", "token_type_ids"] and "custom_ops" not in meta
+    assert meta["precision"] == "float32"
     assert (out / "tokenizer" / "vocab.txt").is_file()
+
+
+@pytest.mark.parametrize("device, flags, policy", [
+    ("cpu", {"avx2", "fma"}, "float32"),
+    # Native bf16 too: a SavedModel runs as a graph on a machine this one may not be; the rule takes graph fp32.
+    ("cpu", {"avx2", "fma", "avx512f", "avx512_bf16"}, "float32"),
+    ("tpu", {"avx2", "fma"}, "mixed_bfloat16"),
+])
+def test_export_precision_auto_follows_the_inference_rule(tiny_ckpt, tmp_path, monkeypatch, device, flags, policy):
+    from tfsent.inference import calibration
+    from tfsent.runtime import execution
+
+    monkeypatch.setattr(execution, "cpu_flags", lambda: frozenset(flags))
+    monkeypatch.setattr(calibration, "device_kind", lambda strategy: device)
+    out = tmp_path / "ids"
+    monkeypatch.setattr(sys, "argv", ["tfsent.export", f"ckpt_path={tiny_ckpt}", f"output={out}", "inputs=token_ids",
+                                      "precision=auto", f"hydra.run.dir={tmp_path / 'hydra'}"])
+    try:
+        main()
+    finally:
+        tf_keras.mixed_precision.set_global_policy("float32")  # the policy is global: never leak it
+    assert json.loads((out / "tfsent_export.json").read_text())["precision"] == policy
+    # The same rule tfsent.predict applies to a run split over processes, and Beam on each worker.
+    from tfsent.inference.options import PredictOptions as Options
+    from tfsent.runtime.strategy import make_strategy
+
+    same = calibration.resolve_execution(make_strategy("cpu"), Options(precision="auto", jit_compile=False),
+                                         calibrate=False)
+    assert same.options.precision == policy
 
 
 @pytest.mark.parametrize("fixture", ["distilbert_zip_bin", "mpnet_legacy_bin"])

@@ -311,7 +311,8 @@ class HeadModelSpec:
         revision: a hub id's branch, tag or commit (None: its default branch).
         tokenizer: where the tokenizer comes from when it is not ``source`` (required when ``source`` is None).
         config: random-init architecture (``arch`` plus transformers config fields).
-        hidden_dropout, attention_dropout: dropout overrides (None = the checkpoint's).
+        hidden_dropout, attention_dropout: dropout overrides (None = the checkpoint's), written to the config
+            fields the architecture row names (``tfsent.models.architectures.DropoutFields``).
     """
 
     name: str

@@ -11,15 +11,21 @@ from __future__ import annotations
 import json
 import pathlib
 
+import tensorflow as tf
 from omegaconf import DictConfig
 
 from tfsent.config import ConfigError, require, to_container
-from tfsent.inference.export import EXPORT_META, export_saved_model
+from tfsent.inference.calibration import Settings, resolve_execution
+from tfsent.inference.export import EXPORT_FORMAT, EXPORT_META, export_saved_model
 from tfsent.inference.serving import ExportError, export_text_model, wordpiece_spec
 from tfsent.models import CheckpointError, kinds, load_tokenizer
+from tfsent.models.loading import read_config
 from tfsent.models.sources import check_checkpoint, resolve_source
+from tfsent.runtime.atomic import check_replaceable
 from tfsent.runtime.cli import hydra_entry
 from tfsent.runtime.paths import check_writable
+from tfsent.runtime.precision import set_policy
+from tfsent.runtime.strategy import make_strategy
 
 INPUTS = ("text", "token_ids")
 
@@ -33,15 +39,19 @@ def export(cfg: DictConfig) -> pathlib.Path:
     Raises:
         ConfigError: a missing or unknown value. CheckpointError: an unreadable or masked-LM checkpoint.
         ExportError: a tokenizer that cannot run in the graph, or ``output`` exists without overwrite.
+        NotOursError: ``output`` exists and is not an export tfsent wrote (no ``tfsent_export.json``).
     """
     source = str(require(cfg, "ckpt_path"))
     output = pathlib.Path(require(cfg, "output"))
     inputs = cfg.inputs
     if inputs not in INPUTS:
         raise ConfigError(f"inputs={inputs!r} must be one of {', '.join(INPUTS)}")
+    # A SavedModel runs as a graph, on a serving machine this one may not be: the rule's path, no probe.
+    settings = Settings(precision=str(cfg.get("precision", "float32")), jit_compile=False)
     check_writable(output, "output")  # before the weights load
     if output.exists() and not cfg.overwrite:
         raise ExportError(f"output={output} already exists", hint="add overwrite=true to replace it")
+    check_replaceable(output, EXPORT_META, EXPORT_FORMAT)  # overwrite replaces only an export tfsent wrote
     ckpt = resolve_source(source, revision=cfg.get("revision"))
     check_checkpoint(ckpt)
     kind = kinds.kind_of(ckpt)
@@ -62,6 +72,9 @@ def export(cfg: DictConfig) -> pathlib.Path:
     label_names = cfg.get("label_names")
     if label_names and kind.name != "classifier":
         raise ConfigError(f"label_names: {ckpt} is a {kind.family}, which has no labels to name")
+    strategy = make_strategy("auto") if settings.precision == "auto" else tf.distribute.get_strategy()
+    resolved = resolve_execution(strategy, settings, config=read_config(ckpt), calibrate=False)
+    set_policy(resolved.options.precision, strategy)  # the policy the model is built under is what the graph computes
     loader = kind.load("loader")
     model = loader(ckpt, label_names=list(to_container(label_names))) if label_names else loader(ckpt)
     if inputs == "text":
@@ -73,7 +86,7 @@ def export(cfg: DictConfig) -> pathlib.Path:
     needs = ", ".join(meta.get("custom_ops", [])) or "core TensorFlow only"
     names = f"labels {meta['label_names']}" if "label_names" in meta else f"top_k {meta['top_k']} per window"
     print(f"export: {output} (serving_default: {', '.join(meta['inputs'])} -> {', '.join(meta['outputs'])}; "
-          f"{names}; max_length {meta['max_length']}; ops beyond core TF: {needs})")
+          f"{names}; max_length {meta['max_length']}; {meta['precision']}; ops beyond core TF: {needs})")
     return output
 
 

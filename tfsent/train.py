@@ -71,7 +71,8 @@ def _command_line() -> str:
     return " ".join(["python -m tfsent.train", *args])
 
 
-def train(cfg: DictConfig, run_dir: str | os.PathLike, command: str | None = None) -> dict[str, Any]:
+def train(cfg: DictConfig, run_dir: str | os.PathLike, command: str | None = None,
+          hydra_files: tuple[str, ...] | None = None) -> dict[str, Any]:
     """Train the configured model and return its final metrics.
 
     Args:
@@ -79,6 +80,7 @@ def train(cfg: DictConfig, run_dir: str | os.PathLike, command: str | None = Non
         run_dir: where checkpoints, logs, reports and the final model go; re-using a run directory resumes a
             run that was killed (BackupAndRestore).
         command: the command line that started the run, recorded in the model card.
+        hydra_files: what Hydra wrote into ``run_dir`` for this run (default: ``.hydra`` and ``train.log``).
 
     Returns:
         Final metrics: ``test_*`` (and ``val_*``) values, steps, seconds, and the saved model's path.
@@ -92,7 +94,8 @@ def train(cfg: DictConfig, run_dir: str | os.PathLike, command: str | None = Non
     prepared = spec.data.prepared_dir
     if prepared and not os.path.isdir(prepared):  # written by this run: checked before any compute
         check_writable(prepared, "data.prepared_dir")
-    return loop.train(dataclasses.replace(spec, command=command), run_dir)
+    spec = dataclasses.replace(spec, command=command, **({"hydra_files": hydra_files} if hydra_files else {}))
+    return loop.train(spec, run_dir)
 
 
 def resume_command(args: list[str], run_dir: str | os.PathLike) -> str:
@@ -118,9 +121,12 @@ def main(cfg: DictConfig) -> float | None:
 
     from tfsent.training.preemption import TrainingInterrupted
 
-    run_dir = HydraConfig.get().runtime.output_dir
+    hydra = HydraConfig.get()
+    run_dir = hydra.runtime.output_dir
+    # Hydra's job config folder and log file (named after the job) in the run directory are this run's own.
+    hydra_files = (hydra.output_subdir or ".hydra", f"{hydra.job.name}.log")
     try:
-        metrics = train(cfg, run_dir, command=_command_line())
+        metrics = train(cfg, run_dir, command=_command_line(), hydra_files=hydra_files)
     except TrainingInterrupted as e:
         # Every worker of a multi-worker run stopped at the same step and resumes only when all of them restart.
         where = ", on every worker with its TF_CONFIG" if strategy_name(cfg.strategy) == "multi_worker" else ""

@@ -86,7 +86,8 @@ def test_save_load_round_trip(tmp_path):
     feats = {k: tf.constant(v) for k, v in features(5).items()}
     out = tmp_path / "ckpt"
     out.mkdir()
-    (out / "stale.txt").write_text("old checkpoint")  # replaced as a whole
+    (out / "stale.txt").write_text("old checkpoint")  # an earlier tfsent save (its metadata file): replaced whole
+    (out / "tfsent_model.json").write_text("{}")
     model.save_pretrained(out)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]  # no temp dirs left behind
     assert not (out / "stale.txt").exists()

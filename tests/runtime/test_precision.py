@@ -24,18 +24,36 @@ def _fake_gpu_strategy():
         worker_devices=("/job:localhost/replica:0/task:0/device:GPU:0",)))
 
 
-def test_auto_picks_bfloat16_on_cpu_and_tpu_and_float16_on_gpu():
-    assert resolve_policy("auto", make_strategy("cpu")) == "mixed_bfloat16"
-    assert resolve_policy("auto", make_strategy("virtual_cpu:8")) == "mixed_bfloat16"
-    assert resolve_policy("auto", _fake_gpu_strategy()) == "mixed_float16"
+AVX2 = frozenset({"avx2", "fma"})
+BF16 = frozenset({"avx2", "fma", "avx512f", "avx512_bf16"})
+
+
+def test_training_auto_rule_per_device_and_cpu(monkeypatch):
+    cpu, eight = make_strategy("cpu"), make_strategy("virtual_cpu:8")
+    # A CPU without native bf16 never trains in bf16 (emulated: slower than float32), whatever the step.
+    for strategy in (cpu, eight):
+        for jit in (True, False):
+            assert resolve_policy("auto", strategy, jit_compile=jit, flags=AVX2) == "float32"
+    # Native bf16: oneDNN's kernels run a graph step; XLA's CPU dot converts bf16 and gains nothing.
+    assert resolve_policy("auto", cpu, jit_compile=False, flags=BF16) == "mixed_bfloat16"
+    assert resolve_policy("auto", cpu, jit_compile=True, flags=BF16) == "float32"
+    assert resolve_policy("auto", eight, jit_compile=True, flags=BF16) == "mixed_bfloat16"  # no XLA over 8 CPUs
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")  # oneDNN capped below its bf16 kernels: emulated again
+    assert resolve_policy("auto", cpu, jit_compile=False, flags=BF16) == "float32"
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA")
+    assert resolve_policy("auto", _fake_gpu_strategy(), flags=AVX2) == "mixed_float16"
     tpu = tf.distribute.TPUStrategy.__new__(tf.distribute.TPUStrategy)  # type check only; no TPU is touched
-    assert resolve_policy("auto", tpu) == "mixed_bfloat16"
+    assert resolve_policy("auto", tpu, flags=AVX2) == "mixed_bfloat16"
     for name in ("float32", "mixed_bfloat16", "mixed_float16"):
         assert resolve_policy(name, _fake_gpu_strategy()) == name
+        assert resolve_policy(name, cpu, flags=AVX2) == name  # explicit values are kept
 
 
-def test_set_policy_sets_the_global_policy_and_returns_its_name():
-    assert set_policy("auto", make_strategy("cpu")) == "mixed_bfloat16"
+def test_set_policy_sets_the_global_policy_and_returns_its_name(monkeypatch):
+    from tfsent.runtime import execution
+
+    monkeypatch.setattr(execution, "cpu_flags", lambda: BF16)
+    assert set_policy("auto", make_strategy("cpu"), jit_compile=False) == "mixed_bfloat16"
     assert tf_keras.mixed_precision.global_policy().name == "mixed_bfloat16"
     assert tf_keras.layers.Dense(2).compute_dtype == "bfloat16"
     assert set_policy("float32", make_strategy("cpu")) == "float32"

@@ -64,17 +64,25 @@ def test_same_seed_same_weights_on_1_and_8_replicas(prepared):
     ("trainer.global_batch_size=12", r"trainer.global_batch_size=12 is a global batch .* 8 replicas"),
     ("model.config.max_position_embeddings=16", r"max_position_embeddings"),
     ("trainer.epoch=2", r"trainer.epoch\b"),
+    ("model.classifier_dropout=1.0", r"^model.classifier_dropout=1.0 must be in \[0, 1\)$"),
+    # ELECTRA's TF head has no classifier dropout of its own: refused, not written where nothing reads it.
+    ("model.config.arch=electra model.classifier_dropout=0.2",
+     r"^model.classifier_dropout=0.2: transformers' TF ELECTRA has no classifier dropout of its own"),
 ])
 def test_bad_config_fails_before_compute(prepared, override, message):
     prefix = "+" if override.startswith("trainer.epoch=") else ""
-    cfg = compose_train(prepared, TINY + [prefix + override])
+    cfg = compose_train(prepared, TINY + [prefix + o for o in override.split()])
     with pytest.raises((ConfigError, ValueError), match=message):
         train(cfg, prepared / "bad")
     assert not (prepared / "bad" / "checkpoints").exists()
 
 
 def test_a_finished_run_directory_is_refused_unless_overwrite(prepared):
+    from tfsent.training.run_dir import mark
+
     run = prepared / "finished"
+    run.mkdir()
+    mark(run)  # as the finished run did when it started
     (run / "checkpoints" / "best").mkdir(parents=True)
     (run / "checkpoints" / "best" / "from_the_old_run").write_text("stale")
     (run / "metrics.json").write_text('{"test_accuracy": 0.5}\n')
@@ -89,6 +97,7 @@ def test_a_finished_run_directory_is_refused_unless_overwrite(prepared):
     assert not (run / "checkpoints" / "best" / "from_the_old_run").exists()
     assert json.loads((run / "metrics.json").read_text()) == metrics
     assert (run / ".hydra" / "config.yaml").is_file()  # the new run's own Hydra files stay
+    assert (run / "tfsent_run.json").is_file()  # the new run marked its folder: a later clear may delete its files
     rows = (run / "metrics.csv").read_text().splitlines()
     assert len(rows) == 2  # header + this run's one epoch, not the old run's epochs too
 

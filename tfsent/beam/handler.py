@@ -18,6 +18,7 @@ every runner; so ``RunInference`` gets whole slabs (``max_batch_size=1``).
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 from collections.abc import Iterable, Sequence
 
@@ -29,12 +30,16 @@ from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 from tfsent.beam import files
 from tfsent.beam.read import Unit, unit_length
 from tfsent.errors import UserError
+from tfsent.inference.calibration import Settings, resolve_execution
 from tfsent.inference.engine import assign_buckets, bucket_lengths, predict_bucketed
 from tfsent.inference.options import PredictOptions
 from tfsent.inference.predictor import Predictor, kind_of, load_predictor
 from tfsent.inference.tokens import TokenRows
 from tfsent.models.classifier import describe as classifier_facts
 from tfsent.models.loading import CheckpointError, model_max_length, read_config
+from tfsent.runtime.precision import set_policy
+
+log = logging.getLogger(__name__)
 
 # Global batches per slab: one predict call (one dataset, one host round trip) scores a slab.
 SLAB_BATCHES = 16
@@ -129,14 +134,14 @@ class ClassifierHandler(ModelHandler):
         facts: from :func:`describe`.
         global_batch_size: rows per batch over the worker's replicas.
         strategy: the worker's strategy name (``tfsent.runtime.strategy.make_strategy``).
-        precision: ``float32`` or a ``tfsent.runtime.precision`` policy.
-        jit_compile: XLA-compile the predict step; None picks per strategy.
+        precision: ``auto`` or a ``tfsent.runtime.precision`` policy (``auto``: :func:`resolve_execution`'s rule).
+        jit_compile: XLA-compile the predict step; None picks per strategy, ``auto`` with ``precision``.
         packing: ``auto``, True or False (:mod:`tfsent.inference.packing`): a slab's rows share sequences.
         documents: the units are document chunks (never truncated, no ``truncated`` column).
     """
 
     def __init__(self, ckpt_path: str, facts: ModelFacts, *, global_batch_size: int, strategy: str,
-                 precision: str, jit_compile: bool | None, documents: bool, label_names: Sequence[str] | None = None,
+                 precision: str, jit_compile: bool | str | None, documents: bool, label_names: Sequence[str] | None = None,
                  packing: bool | str = "auto"):
         super().__init__(min_batch_size=1, max_batch_size=1)  # an example is a whole slab
         self._ckpt, self._facts, self._batch = ckpt_path, facts, global_batch_size
@@ -149,12 +154,17 @@ class ClassifierHandler(ModelHandler):
 
         steady_heap()  # a worker scores bundle after bundle: as the driver, give back what each one freed
         strategy = make_strategy(self._strategy)
-        if self._precision != "float32":
-            from tfsent.runtime.precision import set_policy
-            set_policy(self._precision, strategy)
-        predictor = load_predictor(files.local_folder(self._ckpt, files.checkpoint_cache()), strategy,
-                                   max_length=self._facts.lengths[-1], jit_compile=self._jit,
-                                   steps_per_execution=1, options=PredictOptions(label_names=self._label_names))
+        local = files.local_folder(self._ckpt, files.checkpoint_cache())
+        # auto as tfsent.predict resolves it for a run split over processes: every worker takes the rule's path, no
+        # probe (workers that chose differently would score rows differently).
+        resolved = resolve_execution(strategy, Settings(self._precision, self._jit, self._facts.lengths[-1]),
+                                     config=read_config(local), calibrate=False)
+        if resolved.how != "explicit":
+            log.info(resolved.describe())
+        set_policy(resolved.options.precision, strategy)  # global: set for every load, float32 included
+        predictor = load_predictor(local, strategy, max_length=self._facts.lengths[-1],
+                                   jit_compile=resolved.options.jit_compile, steps_per_execution=1,
+                                   options=PredictOptions(label_names=self._label_names))
         if predictor.features != self._facts.features or tuple(predictor.label_names) != self._facts.label_names:
             raise UserError(f"{self._ckpt}: the model reads {predictor.features} with labels "
                             f"{predictor.label_names}, its metadata says {self._facts.features}, "

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from tfsent.inference.documents import ChunkOptions
 from tfsent.inference.engine import DEFAULT_BUCKETS
+from tfsent.inference.options import check_settings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,7 +30,7 @@ class BeamOptions:
     max_length: int | None = None
     documents: ChunkOptions = ChunkOptions()
     precision: str = "float32"
-    jit_compile: bool | None = None
+    jit_compile: bool | str | None = None
     packing: bool | str = "auto"
     strategy: str = "auto"
     overwrite: bool = False
@@ -49,6 +50,7 @@ class BeamOptions:
             object.__setattr__(self, "pipeline_options", flags)
         else:
             object.__setattr__(self, "pipeline_options", tuple(str(f) for f in self.pipeline_options))
+        check_settings(self.precision, self.jit_compile)
         if self.global_batch_size < 1:
             raise ValueError(f"global_batch_size must be >= 1, got {self.global_batch_size}")
         if self.packing not in (True, False, "auto"):

@@ -28,7 +28,7 @@ from tfsent.config import ClassificationDataSpec, CorpusSpec
 from tfsent.data.blocks import TOKENIZER_DIR, pack_blocks, read_documents, read_split_dirs
 from tfsent.data.errors import DataError
 from tfsent.data.features import encode_texts
-from tfsent.data.manifest import Manifest
+from tfsent.data.manifest import FORMAT, MANIFEST, Manifest
 from tfsent.data.sources import PHRASEBANK_LABELS, read_records
 from tfsent.data.splits import check_fractions, split_indices
 from tfsent.data.tokenize import load_tokenizer, tokenizer_fingerprint, tokenizer_info, train_bpe_tokenizer
@@ -75,7 +75,7 @@ def prepare_classification(spec: ClassificationDataSpec, tokenizer: Any, out_dir
         out_dir: the dataset directory (default ``spec.prepared_dir``); written under a temporary name and renamed
             when complete, so a failure leaves nothing behind.
         tokenizer_name: name recorded in the manifest (default: the tokenizer's ``name_or_path``).
-        overwrite: replace an existing ``out_dir``.
+        overwrite: replace an existing ``out_dir`` that tfsent prepared (a tfsent ``manifest.json``).
         progress: a tokenizing progress bar on a terminal.
 
     Returns:
@@ -112,7 +112,7 @@ def prepare_classification(spec: ClassificationDataSpec, tokenizer: Any, out_dir
             row["example_id"] = i  # position in the source file order
             yield row
 
-    with atomic.directory(out_dir, overwrite=overwrite) as tmp:
+    with atomic.directory(out_dir, overwrite=overwrite, marker=MANIFEST, marker_format=FORMAT) as tmp:
         infos = {}
         for split, indices in splits.items():
             info = write_split(tmp, split, examples(indices), spec.shards_for(split), label_names=label_names)
@@ -197,7 +197,7 @@ def write_mlm_dataset(splits: Mapping[str, Sequence[str]], tokenizer_dir: str | 
         last_block: ``pad`` or ``drop`` (see ``pack_blocks``).
         tokenizer_name: name recorded in the manifest.
         source: extra provenance for the manifest (path, format).
-        overwrite: replace an existing ``out_dir``.
+        overwrite: replace an existing ``out_dir`` that tfsent prepared (a tfsent ``manifest.json``).
         progress: a tokenizing progress bar per split on a terminal.
         chunk_size: documents per tokenizer call (the bar moves once per call; results do not depend on it).
 
@@ -213,7 +213,7 @@ def write_mlm_dataset(splits: Mapping[str, Sequence[str]], tokenizer_dir: str | 
     if None in ids.values():
         raise DataError(f"{tokenizer_dir}: tokenizer lacks one of <s>, </s>, <pad> ({ids})")
     infos, stats = {}, {}
-    with atomic.directory(out_dir, overwrite=overwrite) as tmp:
+    with atomic.directory(out_dir, overwrite=overwrite, marker=MANIFEST, marker_format=FORMAT) as tmp:
         for split, documents in splits.items():
             if not documents:
                 raise DataError(f"{out_dir}: split {split!r} has no documents")
@@ -268,7 +268,7 @@ def prepare_corpus(spec: CorpusSpec, out_dir: str | pathlib.Path | None = None, 
             ``train/``, ``val/``, ``test/``), its document split (unsplit corpora only), the BPE to train, the block
             length, ``last_block`` and shards per split.
         out_dir: the dataset directory to create (default ``spec.prepared_dir``).
-        overwrite: replace an existing ``out_dir``.
+        overwrite: replace an existing ``out_dir`` that tfsent prepared (a tfsent ``manifest.json``).
         progress: progress bars (BPE training, tokenizing) on a terminal.
 
     Returns:

@@ -26,7 +26,7 @@ import numpy as np
 
 from tfsent.config import QADataSpec
 from tfsent.data.errors import DataError
-from tfsent.data.manifest import Manifest
+from tfsent.data.manifest import FORMAT, MANIFEST, Manifest
 from tfsent.data.qa_windows import QAWindows, build_windows
 from tfsent.data.squad import Answer, QAExample, read_examples
 from tfsent.data.splits import check_fractions, split_indices
@@ -107,7 +107,7 @@ def prepare_question_answering(spec: QADataSpec, tokenizer: Any, out_dir: str | 
         raise DataError(f"{spec.path}: no question has an answer; training needs gold answers")
     splits = split_by_article(examples, spec.split_fractions, spec.split_seed)
     features = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in tokenizer.model_input_names]
-    with atomic.directory(out_dir, overwrite=overwrite) as tmp:
+    with atomic.directory(out_dir, overwrite=overwrite, marker=MANIFEST, marker_format=FORMAT) as tmp:
         infos, questions = {}, {}
         for split, rows in splits.items():
             mine = [examples[i] for i in rows]

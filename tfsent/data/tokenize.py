@@ -5,6 +5,9 @@
   ``CheckpointError`` naming the folder.
 - :func:`tokenizer_fingerprint` / :func:`tokenizer_info`: what a manifest records, so that a reader can check the
   data was tokenized by the model's own tokenizer.
+- :func:`save_tokenizer`: every folder tfsent writes a tokenizer to (a model, an export, a prepared corpus) gets
+  it this way: ``tokenizer.json`` without the fixed padding and truncation transformers leaves in the backend after
+  an encoding call, as the hub's tokenizers are stored (the ``tokenizers`` library would apply them to every text).
 - :func:`train_bpe_tokenizer`: RoBERTa-style byte-level BPE for masked-LM pretraining. The result is a folder that
   :func:`load_tokenizer` loads; it is copied beside the prepared blocks and saved with the model, so training,
   evaluation and prediction share one vocabulary. Special tokens take the first ids in RoBERTa's order:
@@ -58,7 +61,7 @@ def train_bpe_tokenizer(files_or_texts: Sequence[str | os.PathLike], vocab_size:
         files_or_texts: ``pathlib.Path`` items are UTF-8 text files read line by line (blank lines skipped);
             ``str`` items are texts.
         vocab_size: target vocabulary size, special tokens and the 256 byte symbols included.
-        out_dir: folder to write (replaced if it exists).
+        out_dir: folder to write; an existing one is refused (``FileExistsError``).
         min_frequency: a merge must occur at least this often.
         model_max_length: recorded in the tokenizer config.
         progress: the trainer's own progress bar, on a terminal (``tfsent.runtime.progress.bar_enabled``).
@@ -98,9 +101,34 @@ def train_bpe_tokenizer(files_or_texts: Sequence[str | os.PathLike], vocab_size:
                                 model_max_length=model_max_length)
 
     out = pathlib.Path(out_dir)
-    with atomic.directory(out, overwrite=True) as tmp:
-        fast.save_pretrained(tmp)
+    with atomic.directory(out) as tmp:
+        save_tokenizer(fast, tmp)
     return out
+
+
+def save_tokenizer(tokenizer: Any, directory: str | os.PathLike) -> None:
+    """``tokenizer.save_pretrained(directory)`` with no padding or truncation stored in ``tokenizer.json``.
+
+    transformers switches the backend's padding and truncation on for a call that asks for them and leaves them
+    on; ``save_pretrained`` then stores them, and a checkpoint's own ``tokenizer.json`` may carry them too. The
+    ``tokenizers`` library (and a serving stack built on it) applies what the file stores to every text: each
+    one padded to the fixed length. Hub tokenizers store neither; the lengths are the caller's per-call choice.
+
+    Args:
+        tokenizer: a fast Hugging Face tokenizer.
+        directory: the folder to write (the caller's temporary folder: tfsent writes folders atomically).
+    """
+    from tokenizers import Tokenizer
+
+    tokenizer.save_pretrained(str(directory))
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return  # a slow tokenizer has no tokenizer.json
+    # A copy: the tokenizer itself may be encoding in another thread with its per-call state.
+    clean = Tokenizer.from_str(backend.to_str())
+    clean.no_padding()
+    clean.no_truncation()
+    clean.save(str(pathlib.Path(directory) / "tokenizer.json"))
 
 
 def load_tokenizer(source: str | os.PathLike, *, revision: str | None = None):

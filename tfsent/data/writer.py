@@ -10,6 +10,7 @@ Usage (classification in ``tfsent.data.prepare``; the MLM block writer does the 
 
 from __future__ import annotations
 
+import os
 import pathlib
 from typing import Iterable, Mapping, Sequence
 
@@ -18,18 +19,21 @@ import tensorflow as tf
 
 from tfsent.data.errors import DataError
 from tfsent.data.features import to_example
-from tfsent.data.manifest import ShardInfo, SplitInfo, shard_name
-from tfsent.runtime.atomic import sha256_file
+from tfsent.data.manifest import FORMAT, MANIFEST, ShardInfo, SplitInfo, shard_name
+from tfsent.runtime.atomic import check_replaceable, sha256_file
 
 
 def check_new_dir(out_dir: str | pathlib.Path, *, overwrite: bool = False) -> None:
-    """Fail before any work when a dataset would replace ``out_dir`` without ``overwrite``.
+    """Fail before any work when a dataset would replace ``out_dir`` without ``overwrite``, or replace a folder
+    tfsent did not prepare.
 
     Raises:
         DataError: ``out_dir`` exists and ``overwrite`` is False.
+        NotOursError: ``out_dir`` holds no tfsent ``manifest.json`` (a symbolic link, a file, another folder).
     """
-    if pathlib.Path(out_dir).exists() and not overwrite:
+    if os.path.lexists(out_dir) and not overwrite:
         raise DataError(f"{out_dir}: already exists; remove it or pass overwrite=True")
+    check_replaceable(out_dir, MANIFEST, FORMAT)
 
 
 def write_split(directory: str | pathlib.Path, split: str, examples: Iterable[Mapping[str, np.ndarray | int]],

@@ -1,4 +1,8 @@
-"""``precision: auto`` / ``jit_compile: auto`` for one prediction job: which execution path runs it.
+"""``precision: auto`` / ``jit_compile: auto`` for one inference job: which execution path runs it.
+
+:func:`resolve_execution` is the one function every inference entry resolves ``auto`` with: ``tfsent.predict``
+(rows, documents, evaluation of a labelled file), each Beam worker (``tfsent.beam.handler``) and
+``tfsent.export``. Training has its own rule (:func:`tfsent.runtime.precision.resolve_policy`).
 
 The rules and the cache live in :mod:`tfsent.runtime.execution`; this module supplies what they need from a job:
 the device kind, the candidate paths (explicit settings kept), and, when there is a choice and the cache has no
@@ -6,9 +10,10 @@ answer for this CPU, model shape and TensorFlow, the probe (:mod:`tfsent.inferen
 checkpoint's shape timed on each candidate in a few seconds, without loading the checkpoint. The driver then loads
 the checkpoint once, on the chosen path.
 
-Runs split over many processes (``num_shards``, ``multi_worker``, ``merge``) do not calibrate: each process
-could choose differently and their parts would not join; they take the first candidate (XLA on one CPU, the
-device's native path elsewhere), which every process resolves alike.
+Runs split over many processes (``num_shards``, ``multi_worker``, ``merge``, Beam's workers) do not calibrate: each
+process could choose differently and their parts would not join; they take the first candidate (XLA fp32 on one CPU,
+graph fp32 over several, the device's native path elsewhere), which every process resolves alike. An export does not
+calibrate either: its SavedModel runs as a graph on the serving machine, which the exporting one may not be.
 """
 
 from __future__ import annotations
@@ -18,14 +23,34 @@ import logging
 
 import tensorflow as tf
 
+from typing import Any
+
 from tfsent.config import ConfigError
 from tfsent.inference import probe
-from tfsent.inference.options import PredictOptions
+from tfsent.inference.options import check_settings
 from tfsent.models import architectures
 from tfsent.runtime import execution
-from tfsent.runtime.strategy import is_tpu, jit_compile_supported
+from tfsent.runtime.strategy import device_kind, jit_compile_supported
 
 log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """The execution settings of a job without an options object of its own (export).
+
+    Attributes:
+        precision: ``auto`` or a ``tfsent.runtime.precision`` policy.
+        jit_compile: ``auto``, True, False, or None (XLA where it works).
+        max_length: the longest sequence the job runs (the probe's length), or None for the model's.
+    """
+
+    precision: str = "float32"
+    jit_compile: bool | str | None = None
+    max_length: int | None = None
+
+    def __post_init__(self) -> None:
+        check_settings(self.precision, self.jit_compile)
 
 
 @dataclasses.dataclass
@@ -33,12 +58,13 @@ class Resolved:
     """The settings a job runs with, and where they came from.
 
     Attributes:
-        options: ``options`` with ``precision`` and ``jit_compile`` made concrete (never ``auto``).
+        options: the job's options (``PredictOptions``, ``BeamOptions`` or :class:`Settings`) with ``precision``
+            and ``jit_compile`` made concrete (never ``auto``).
         how: ``explicit``, ``only candidate``, ``rule`` (a run split over processes), ``cache`` or ``calibration``.
         record: the probe's record (timings, choice, its own seconds) when one ran or was read from the cache.
     """
 
-    options: PredictOptions
+    options: Any
     how: str
     record: dict | None = None
 
@@ -53,15 +79,7 @@ class Resolved:
         return line
 
 
-def device_kind(strategy: tf.distribute.Strategy) -> str:
-    """``tpu``, ``gpu`` or ``cpu``: the kind of device ``strategy`` computes on."""
-    if is_tpu(strategy):
-        return "tpu"
-    devices = getattr(strategy.extended, "worker_devices", ())
-    return "gpu" if any("GPU" in d.upper() for d in devices) else "cpu"
-
-
-def candidate_paths(strategy: tf.distribute.Strategy, options: PredictOptions, flags: frozenset[str],
+def candidate_paths(strategy: tf.distribute.Strategy, options: Any, flags: frozenset[str],
                     config=None) -> list[execution.ExecutionPath]:
     """The paths ``options`` leaves open on ``strategy`` for a model of ``config``; ``jit_compile: null`` means XLA
     where it works."""
@@ -76,13 +94,14 @@ def candidate_paths(strategy: tf.distribute.Strategy, options: PredictOptions, f
     return paths
 
 
-def resolve_execution(strategy: tf.distribute.Strategy, options: PredictOptions, *, config=None,
+def resolve_execution(strategy: tf.distribute.Strategy, options: Any, *, config=None,
                       calibrate: bool = True, cache=None) -> Resolved:
     """Make ``precision`` and ``jit_compile`` concrete for this job.
 
     Args:
         strategy: the job's strategy.
-        options: the job's options; nothing to do unless one of the two is ``auto``.
+        options: the job's options, a dataclass with ``precision``, ``jit_compile`` and ``max_length``
+            (``PredictOptions``, ``BeamOptions``, :class:`Settings`); nothing to do unless one of the two is ``auto``.
         config: the checkpoint's transformers config (its shape is what the probe builds and the cache key).
         calibrate: False for a run split over processes: the first candidate is taken (every process alike).
         cache: the cache file; default ``$TFSENT_CACHE_DIR/execution.json``.
@@ -112,7 +131,7 @@ def _resolve(strategy, options, flags, config, calibrate, cache) -> Resolved:
     return Resolved(concrete(path), how, record)
 
 
-def _refuse_aborting_bf16(strategy: tf.distribute.Strategy, options: PredictOptions, flags: frozenset[str]) -> None:
+def _refuse_aborting_bf16(strategy: tf.distribute.Strategy, options: Any, flags: frozenset[str]) -> None:
     # auto never lands here (a capped oneDNN has no native bf16, so auto keeps fp32); an explicit setting would
     # kill the process in oneDNN's C++ with no word of why.
     jit = options.jit_compile is not False and jit_compile_supported(strategy)  # null: XLA where it works

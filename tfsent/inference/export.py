@@ -18,9 +18,16 @@ import pathlib
 
 import tensorflow as tf
 
+from tfsent.data.tokenize import save_tokenizer
 from tfsent.runtime import atomic
 
 EXPORT_META = "tfsent_export.json"
+EXPORT_FORMAT = "tfsent.export/1"
+
+
+def precision(model) -> str:
+    """The dtype policy ``model`` computes in (``float32``, ``mixed_bfloat16``, ...): what the SavedModel computes."""
+    return model.dtype_policy.name
 
 
 class ServingModule(tf.Module):
@@ -64,7 +71,7 @@ def export_saved_model(model, export_dir: str | os.PathLike, tokenizer=None, *, 
         export_dir: the folder to create.
         tokenizer: saved to ``export_dir/tokenizer`` when given.
         max_length: recorded in ``tfsent_export.json`` (default: the model's ``max_seq_length``).
-        overwrite: replace an existing ``export_dir``.
+        overwrite: replace an existing ``export_dir`` that tfsent exported (it holds ``tfsent_export.json``).
 
     Returns:
         ``export_dir``.
@@ -74,15 +81,15 @@ def export_saved_model(model, export_dir: str | os.PathLike, tokenizer=None, *, 
     """
     with_types = "token_type_ids" in model.features
     module = _Serving(model, with_types)
-    meta = {"format": "tfsent.export/1", **model.serving_meta(),
+    meta = {"format": EXPORT_FORMAT, **model.serving_meta(),
             "inputs": ["input_ids", "attention_mask"] + (["token_type_ids"] if with_types else []),
             "arch": getattr(model, "arch", None),
-            "max_length": int(max_length or getattr(model, "max_seq_length", 0) or 0),
+            "max_length": int(max_length or getattr(model, "max_seq_length", 0) or 0), "precision": precision(model),
             "tokenization": "outside the graph: use the files in tokenizer/ (transformers AutoTokenizer)"}
-    with atomic.directory(export_dir, overwrite=overwrite) as tmp:
+    with atomic.directory(export_dir, overwrite=overwrite, marker=EXPORT_META, marker_format=EXPORT_FORMAT) as tmp:
         tf.saved_model.save(module, str(tmp), signatures={"serving_default": module.serve})
         if tokenizer is not None:
-            tokenizer.save_pretrained(str(tmp / "tokenizer"))
+            save_tokenizer(tokenizer, tmp / "tokenizer")
         (tmp / EXPORT_META).write_text(json.dumps(meta, indent=2) + "\n")
     return pathlib.Path(export_dir)
 

@@ -70,6 +70,18 @@ def _neutral(default, why: str, **kwargs):
     return dataclasses.field(default=default, metadata={"result": False, "why": why}, **kwargs)
 
 
+def check_settings(precision: str, jit_compile: bool | str | None) -> None:
+    """Refuse a ``precision`` or ``jit_compile`` value no inference job takes (predict, Beam, export).
+
+    Raises:
+        ConfigError: naming the key and the values it takes.
+    """
+    if precision not in PRECISIONS:
+        raise ConfigError(f"precision={precision!r} is unknown; expected one of {', '.join(PRECISIONS)}")
+    if jit_compile not in (True, False, None, "auto"):
+        raise ConfigError(f"jit_compile={jit_compile!r} must be true, false, null or auto")
+
+
 @dataclasses.dataclass(frozen=True)
 class PredictOptions:
     """How to read the input, run the model and write the output (see ``conf/predict.yaml`` for each key)."""
@@ -133,12 +145,9 @@ class PredictOptions:
             object.__setattr__(self, "documents", ChunkOptions(**self.documents))
         if isinstance(self.qa, Mapping):
             object.__setattr__(self, "qa", QAOptions(**self.qa))
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision={self.precision!r} is unknown; expected one of {', '.join(PRECISIONS)}")
+        check_settings(self.precision, self.jit_compile)
         if self.packing not in (True, False, "auto"):
             raise ValueError(f"packing={self.packing!r} must be true, false or auto")
-        if self.jit_compile not in (True, False, None, "auto"):
-            raise ValueError(f"jit_compile={self.jit_compile!r} must be true, false, null or auto")
         if self.part_size < 1:
             raise ValueError(f"part_size must be >= 1, got {self.part_size}")
         if self.steps_per_execution is not None and self.steps_per_execution < 1:

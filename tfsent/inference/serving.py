@@ -35,7 +35,7 @@ import tensorflow_text as tf_text
 from tensorflow.core.protobuf import saved_model_pb2
 
 from tfsent.inference.engine import DEFAULT_BUCKETS, bucket_lengths
-from tfsent.inference.export import EXPORT_META, ServingModule
+from tfsent.inference.export import EXPORT_FORMAT, EXPORT_META, ServingModule, precision
 from tfsent.errors import UserError
 from tfsent.models.loading import model_max_length
 from tfsent.runtime import atomic
@@ -193,7 +193,7 @@ def export_text_model(model, tokenizer, export_dir: str | os.PathLike, *, bucket
         export_dir: the folder to create.
         buckets: padding lengths, each capped at ``max_length``; the largest is the truncation length.
         max_length: an optional lower cap than the model's position embeddings.
-        overwrite: replace an existing ``export_dir``.
+        overwrite: replace an existing ``export_dir`` that tfsent exported (it holds ``tfsent_export.json``).
         name: the checkpoint's name for error messages.
 
     Returns:
@@ -207,11 +207,12 @@ def export_text_model(model, tokenizer, export_dir: str | os.PathLike, *, bucket
     limit = model_max_length(model.hf_model.config)
     limit = limit if max_length is None else min(int(max_length), limit)
     module = _TextServing(model, BertTextTokenizer(spec, limit, buckets))
-    with atomic.directory(export_dir, overwrite=overwrite) as tmp:
+    with atomic.directory(export_dir, overwrite=overwrite, marker=EXPORT_META, marker_format=EXPORT_FORMAT) as tmp:
         tf.saved_model.save(module, str(tmp), signatures={"serving_default": module.serve})
-        meta = {"format": "tfsent.export/1", "label_names": list(model.label_names), "inputs": ["text"],
+        meta = {"format": EXPORT_FORMAT, "label_names": list(model.label_names), "inputs": ["text"],
                 "outputs": ["label", "label_id", "probs"], "arch": model.arch,
                 "max_length": module.tokenizer.max_length, "buckets": list(module.tokenizer.buckets),
+                "precision": precision(model),
                 "tokenization": "in the graph: tensorflow-text FastBertTokenizer (import tensorflow_text before "
                                 "tf.saved_model.load)",
                 "tensorflow_text": tf_text.__version__, "custom_ops": custom_ops(tmp)}

@@ -2,8 +2,9 @@
 
 Everything that differs between Hugging Face encoder families lives in an :class:`Architecture` row: the
 transformers TF classes (one per model kind with a head), which token features the model reads, how it numbers
-positions, where its per-layer blocks sit (for discriminative learning rates and gradual unfreezing) and whether
-the tokenizer can run inside an exported graph. The classifier, the predictor, export, Beam and the position checks
+positions, where its per-layer blocks sit (for discriminative learning rates and gradual unfreezing), which config
+fields carry the dropout settings and whether the tokenizer can run inside an exported graph. The classifier, the
+predictor, export, Beam and the position checks
 read the row; none of them branches on a model name. Adding an architecture is one entry in :data:`ARCHITECTURES`
 (and its tiny config in the tests' table, ``tests/helpers/architectures.py``).
 """
@@ -12,9 +13,12 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Mapping
 from typing import Any
 
 import transformers
+
+from tfsent.config import ConfigError
 
 
 class Positions(enum.Enum):
@@ -32,6 +36,25 @@ class Tokenizer(enum.Enum):
     WORDPIECE = "wordpiece"      # BERT's vocab.txt: tensorflow-text's FastBertTokenizer runs it in the graph
     BYTE_BPE = "byte-level BPE"  # RoBERTa's vocab.json + merges.txt
     SENTENCEPIECE = "SentencePiece"  # spiece.model / spm.model / sentencepiece.bpe.model
+
+
+@dataclasses.dataclass(frozen=True)
+class DropoutFields:
+    """The config fields that carry each of tfsent's dropout settings (``model.hidden_dropout``, ...) in an
+    architecture's transformers TF code; every field of a setting gets its value.
+
+    An empty tuple: the TF code has no field of its own for that setting (MPNet's and ELECTRA's heads take the
+    hidden dropout), and a value for it is refused rather than written where nothing reads it.
+
+    Attributes:
+        hidden: dropout on the embeddings and every sub-layer's output (and DeBERTa's relative positions).
+        attention: dropout on the attention probabilities.
+        classifier: dropout in the classification head (a head with two dropouts gets the value in both).
+    """
+
+    hidden: tuple[str, ...] = ("hidden_dropout_prob",)
+    attention: tuple[str, ...] = ("attention_probs_dropout_prob",)
+    classifier: tuple[str, ...] = ("classifier_dropout",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +86,7 @@ class Architecture:
             ``[B, 1, L, L]`` mask; ``deberta``: the encoder takes a 0/1 ``[B, L, L]`` mask itself; ...).
         packed_head: how the classification head runs on each packed row's first token, a key of
             :data:`tfsent.models.packing.HEADS`.
+        dropout: the config fields of each dropout setting (:class:`DropoutFields`).
     """
 
     model_type: str
@@ -78,6 +102,7 @@ class Architecture:
     autograph: bool = False
     packed_encoder: str = "bert"
     packed_head: str = "sequence"
+    dropout: DropoutFields = DropoutFields()
 
     def config_cls(self):
         """The transformers config class."""
@@ -90,6 +115,30 @@ class Architecture:
     def classifier_cls(self):
         """The transformers TF sequence-classification class."""
         return self.task_cls("ForSequenceClassification")
+
+    def dropout_config(self, settings: Mapping[str, float | None]) -> dict[str, float]:
+        """The config fields, and their values, that carry the dropout settings given.
+
+        Args:
+            settings: ``hidden``, ``attention`` and ``classifier`` (the ``model.<name>_dropout`` keys); None keeps the
+                checkpoint's own value.
+
+        Raises:
+            ConfigError: a value outside [0, 1), or a setting this architecture's TF code has no field for.
+        """
+        fields = {}
+        for name, value in settings.items():
+            if value is None:
+                continue
+            key = f"model.{name}_dropout"
+            if not 0.0 <= float(value) < 1.0:
+                raise ConfigError(f"{key}={value} must be in [0, 1)")
+            targets = getattr(self.dropout, name)
+            if not targets:
+                raise ConfigError(f"{key}={value}: transformers' TF {self.family} has no {name} dropout of its own "
+                                  f"(its head uses the hidden dropout, model.hidden_dropout); leave {key} null")
+            fields.update(dict.fromkeys(targets, float(value)))
+        return fields
 
     def features(self, config: Any) -> tuple[str, ...]:
         """The token features a model of this config reads, in the order tfsent feeds them.
@@ -132,23 +181,32 @@ ARCHITECTURES: dict[str, Architecture] = {a.model_type: a for a in (
     _roberta_like("camembert", "CamemBERT", "Camembert", Tokenizer.SENTENCEPIECE),
     Architecture("distilbert", "DistilBERT", "DistilBertConfig", "DistilBert",
                  token_types=False, positions=Positions.FROM_ZERO, layers="transformer.layer",
-                 tokenizer=Tokenizer.WORDPIECE, packed_encoder="distilbert", packed_head="pre_classifier"),
+                 tokenizer=Tokenizer.WORDPIECE, packed_encoder="distilbert", packed_head="pre_classifier",
+                 dropout=DropoutFields(("dropout",), ("attention_dropout",), ("seq_classif_dropout",))),
     # ALBERT shares one block across its layers: the shared group is one "layer" for discriminative rates.
     Architecture("albert", "ALBERT", "AlbertConfig", "Albert", token_types=True,
                  positions=Positions.FROM_ZERO, layers="encoder.albert_layer_groups",
                  tokenizer=Tokenizer.SENTENCEPIECE, pooled_head=True, packed_encoder="albert",
-                 packed_head="dense_pooler"),
+                 packed_head="dense_pooler", dropout=DropoutFields(classifier=("classifier_dropout_prob",))),
+    # transformers' TF ELECTRA head reads the hidden dropout; with classifier_dropout set it fails on a misspelt
+    # attribute (TFElectraClassificationHead, transformers 4.57).
     Architecture("electra", "ELECTRA", "ElectraConfig", "Electra", token_types=True,
-                 positions=Positions.FROM_ZERO, layers="encoder.layer", tokenizer=Tokenizer.WORDPIECE),
+                 positions=Positions.FROM_ZERO, layers="encoder.layer", tokenizer=Tokenizer.WORDPIECE,
+                 dropout=DropoutFields(classifier=())),
+    # DeBERTa's head: the context pooler's dropout, then cls_dropout before the classifier.
     Architecture("deberta-v2", "DeBERTa-v2/v3", "DebertaV2Config", "DebertaV2",
                  token_types=True, positions=Positions.FROM_ZERO, layers="encoder.layer",
-                 tokenizer=Tokenizer.SENTENCEPIECE, packed_encoder="deberta", packed_head="context_pooler"),
+                 tokenizer=Tokenizer.SENTENCEPIECE, packed_encoder="deberta", packed_head="context_pooler",
+                 dropout=DropoutFields(classifier=("pooler_dropout", "cls_dropout"))),
     Architecture("deberta", "DeBERTa", "DebertaConfig", "Deberta", token_types=True,
                  positions=Positions.FROM_ZERO, layers="encoder.layer", tokenizer=Tokenizer.BYTE_BPE, xla=False,
                  autograph=True,
-                 packed_encoder="deberta", packed_head="context_pooler"),
-    # MPNet: BERT's WordPiece vocabulary with <s>/</s> as its [CLS]/[SEP], RoBERTa's positions.
-    dataclasses.replace(_roberta_like("mpnet", "MPNet", "MPNet", Tokenizer.WORDPIECE), packed_encoder="mpnet"),
+                 packed_encoder="deberta", packed_head="context_pooler",
+                 dropout=DropoutFields(classifier=("pooler_dropout", "cls_dropout"))),
+    # MPNet: BERT's WordPiece vocabulary with <s>/</s> as its [CLS]/[SEP], RoBERTa's positions; its TF head reads
+    # the hidden dropout.
+    dataclasses.replace(_roberta_like("mpnet", "MPNet", "MPNet", Tokenizer.WORDPIECE), packed_encoder="mpnet",
+                        dropout=DropoutFields(classifier=())),
 )}
 
 

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import tensorflow as tf
 import tf_keras
 
+from tfsent.data.tokenize import save_tokenizer
 from tfsent.models import torch_format
 from tfsent.runtime import atomic
 from tfsent.runtime.strategy import jit_compile_supported
@@ -57,18 +58,19 @@ class PretrainedModel(tf_keras.Model):
         with ``transformers``.
 
         Args:
-            directory: the checkpoint folder (replaced if it exists).
+            directory: the checkpoint folder; an existing one is replaced only if it holds ``META_FILE``.
             tokenizer: a ``transformers`` tokenizer to save alongside, or None.
 
         Returns:
             The folder.
         """
         directory = pathlib.Path(directory)
-        with atomic.directory(directory, overwrite=True) as tmp:
+        # Replaces only a folder this kind of model saved (its META_FILE): never a user's or another tool's.
+        with atomic.directory(directory, overwrite=True, marker=self.META_FILE) as tmp:
             self.hf_model.save_pretrained(str(tmp))
             # model.safetensors with PyTorch names and layouts, for tools that cannot read tf_model.h5.
             torch_format.write_torch_safetensors(self.hf_model, tmp)
             if tokenizer is not None:
-                tokenizer.save_pretrained(str(tmp))
+                save_tokenizer(tokenizer, tmp)
             (tmp / self.META_FILE).write_text(json.dumps(self.metadata(), indent=2, sort_keys=True) + "\n")
         return directory

@@ -53,9 +53,11 @@ class ClassifierSpec:
             ``pad_token_id``. Unknown keys are an error.
         label_names: the dataset's label names in dataset id order (from its manifest).
         max_seq_length: tokens per sequence; checked against the model's position embeddings.
-        hidden_dropout: overrides ``hidden_dropout_prob`` when set.
-        attention_dropout: overrides ``attention_probs_dropout_prob`` when set.
-        classifier_dropout: overrides ``classifier_dropout`` (dropout before the head) when set.
+        hidden_dropout: overrides the hidden dropout when set (BERT's ``hidden_dropout_prob``, DistilBERT's
+            ``dropout``: the architecture row's :class:`~tfsent.models.architectures.DropoutFields`).
+        attention_dropout: overrides the attention dropout when set (``attention_probs_dropout_prob``, ...).
+        classifier_dropout: overrides the classification head's dropout when set (``classifier_dropout``,
+            ``seq_classif_dropout``, ``classifier_dropout_prob``, DeBERTa's ``pooler_dropout`` and ``cls_dropout``).
     """
 
     source: str | None = None
@@ -138,6 +140,12 @@ class SequenceClassifier(TaskModel):
         return {**self.base_metadata(META_FORMAT), "label_names": self.label_names}
 
 
+def dropout_settings(spec) -> dict[str, float | None]:
+    """The dropout settings of a spec (a ``ClassifierSpec`` or the ``model`` group), keyed as
+    ``Architecture.dropout_config`` takes them."""
+    return {name: getattr(spec, f"{name}_dropout") for name in ("hidden", "attention", "classifier")}
+
+
 def _set_labels(config, names: Sequence[str]) -> None:
     config.id2label = {i: n for i, n in enumerate(names)}
     config.label2id = {n: i for i, n in enumerate(names)}
@@ -161,7 +169,8 @@ def build_classifier(spec: ClassifierSpec, *, require_head: bool = False) -> Seq
         LabelError: the dataset's labels do not match a trained head's.
         PositionError: too few position embeddings for ``max_seq_length``.
         CheckpointError: the source cannot be found or read, or lacks weights the model needs.
-        ValueError: a malformed spec (unknown arch or config key, bad dropout).
+        ConfigError: a dropout value outside [0, 1) or one the architecture cannot take.
+        ValueError: a malformed spec (unknown arch or config key).
     """
     opened = task_model.open_source(spec.source, revision=spec.revision, config=spec.config)
     if spec.source is None:
@@ -169,8 +178,7 @@ def build_classifier(spec: ClassifierSpec, *, require_head: bool = False) -> Seq
     else:
         label_map = labels_lib.head_labels(spec.label_names, opened.config, model=spec.source)
     _set_labels(opened.config, label_map.model_names)
-    task_model.apply_dropout(opened.config, task_model.Dropout(spec.hidden_dropout, spec.attention_dropout,
-                                                               spec.classifier_dropout))
+    task_model.apply_dropout(opened, dropout_settings(spec))
     trained = require_head or labels_lib.has_trained_head(opened.config)
     hf_model = task_model.build_hf_model(KIND, opened, max_seq_length=spec.max_seq_length, trained_head=trained)
     return SequenceClassifier(hf_model, arch=opened.architecture.model_type, label_map=label_map,

@@ -22,6 +22,7 @@ from typing import Any
 import tensorflow as tf
 import tf_keras
 
+from tfsent.config import ConfigError
 from tfsent.data.masking import IGNORE_INDEX, MaskingSpec
 from tfsent.models import activations
 from tfsent.models.base import PretrainedModel
@@ -72,6 +73,9 @@ class MaskedLMSpec:
     def __post_init__(self) -> None:
         if self.max_position_embeddings is None:
             self.max_position_embeddings = self.max_seq_length + self.pad_token_id + 1
+        for key in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            if not 0.0 <= float(getattr(self, key)) < 1.0:
+                raise ConfigError(f"model.config.{key}={getattr(self, key)} must be in [0, 1)")
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(f"model.hidden_size={self.hidden_size} must divide by "
                              f"model.num_attention_heads={self.num_attention_heads}")

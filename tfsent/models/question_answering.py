@@ -140,7 +140,7 @@ def build_question_answering(spec: QuestionAnsweringSpec, *, require_head: bool 
     # transformers' span heads have config.num_labels outputs, split into start and end: always two here, also
     # when the starting checkpoint is a classifier with three labels.
     opened.config.num_labels = 2
-    task_model.apply_dropout(opened.config, task_model.Dropout(spec.hidden_dropout, spec.attention_dropout))
+    task_model.apply_dropout(opened, {"hidden": spec.hidden_dropout, "attention": spec.attention_dropout})
     trained = require_head or kinds.from_architectures(getattr(opened.config, "architectures", None)) is KIND
     hf_model = task_model.build_hf_model(KIND, opened, max_seq_length=spec.max_seq_length, trained_head=trained)
     return QuestionAnswerer(hf_model, arch=opened.architecture.model_type, max_seq_length=spec.max_seq_length,

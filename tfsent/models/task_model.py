@@ -123,28 +123,15 @@ class TaskModel(PretrainedModel):
                 "source": self.source}
 
 
-@dataclasses.dataclass
-class Dropout:
-    """Dropout overrides of a model built from a checkpoint or a config (None keeps the config's value)."""
-
-    hidden: float | None = None
-    attention: float | None = None
-    classifier: float | None = None
-
-
-def apply_dropout(config, dropout: Dropout) -> None:
-    """Write the overrides into a transformers config (BERT's field names).
+def apply_dropout(opened: "Source", settings: Mapping[str, float | None]) -> None:
+    """Write dropout settings (``hidden``, ``attention``, ``classifier``; None keeps the checkpoint's) into the
+    config fields the architecture row names for them.
 
     Raises:
-        ValueError: a rate outside [0, 1).
+        ConfigError: a value outside [0, 1), or a setting the architecture has no field for.
     """
-    for field, key in (("hidden", "hidden_dropout_prob"), ("attention", "attention_probs_dropout_prob"),
-                       ("classifier", "classifier_dropout")):
-        value = getattr(dropout, field)
-        if value is not None:
-            if not 0.0 <= float(value) < 1.0:
-                raise ValueError(f"model.{field}_dropout={value} must be in [0, 1)")
-            setattr(config, key, float(value))
+    for key, value in opened.architecture.dropout_config(settings).items():
+        setattr(opened.config, key, value)
 
 
 def random_config(options: Mapping[str, Any]):

@@ -3,6 +3,10 @@
 Everything is first written under a temporary name in the destination's own folder (same filesystem, so the
 final ``os.replace`` is atomic), then renamed. A crash or an error leaves at most a stray ``.tmp-*`` entry, never a
 half-written output under the real name.
+
+A folder is replaced only when tfsent wrote it: :func:`directory` with ``overwrite`` names the metadata file that
+marks the kind of folder it writes (``tfsent_model.json``, ``tfsent_export.json``, a tfsent ``manifest.json``) and
+refuses, in one line, a folder without it, a file, or a symbolic link (:func:`check_replaceable`).
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import json
 import os
 import pathlib
 import re
@@ -28,6 +33,52 @@ _USER_ERRNOS = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quo
 
 class WriteError(UserError):
     """Writing an output failed for a reason outside tfsent (full disk, quota, permissions); names the file."""
+
+
+class NotOursError(UserError):
+    """A path tfsent was asked to replace or clear holds something tfsent did not write; names it."""
+
+
+def check_replaceable(path: str | os.PathLike, marker: str, marker_format: str | None = None) -> None:
+    """Refuse to replace ``path`` unless it is absent, an empty folder, or a folder tfsent wrote.
+
+    A folder tfsent wrote holds its metadata file ``marker`` (a regular file); with ``marker_format``
+    (``tfsent.export/1``), its JSON ``format`` must be of that kind, any version (``tfsent.export/...``). A symbolic
+    link is never replaced (nor is anything behind it), nor is a file.
+
+    Raises:
+        NotOursError: naming ``path`` and why it is not tfsent's.
+    """
+    path = pathlib.Path(path)
+    if not os.path.lexists(path):
+        return
+    fix = "move it away or choose another path"
+    if path.is_symlink():
+        raise NotOursError(f"{path}: a symbolic link; tfsent never replaces a link or what it points to: remove the "
+                           "link or choose another path")
+    if not path.is_dir():
+        raise NotOursError(f"{path}: a file, not a folder tfsent wrote; not replaced: {fix}")
+    if not any(path.iterdir()):
+        return  # an empty folder holds nothing to lose
+    if not _carries(path / marker, marker_format):
+        kind = f"{marker} of format {_kind(marker_format)}/*" if marker_format else marker
+        raise NotOursError(f"{path}: holds no {kind}, so tfsent did not write it; tfsent replaces only a folder it "
+                           f"wrote: {fix}")
+
+
+def _carries(marker: pathlib.Path, marker_format: str | None) -> bool:
+    if marker.is_symlink() or not marker.is_file():
+        return False
+    if marker_format is None:
+        return True
+    try:
+        return _kind(str(json.loads(marker.read_text()).get("format", ""))) == _kind(marker_format)
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _kind(fmt: str) -> str:
+    return fmt.split("/")[0]  # tfsent.export/1 -> tfsent.export: any version of the kind is tfsent's
 
 
 def _user_cause(error: BaseException) -> OSError | None:
@@ -116,27 +167,41 @@ def write_text(path: str | os.PathLike, text: str, encoding: str = "utf-8") -> N
 
 
 @contextlib.contextmanager
-def directory(path: str | os.PathLike, overwrite: bool = False) -> Iterator[pathlib.Path]:
+def directory(path: str | os.PathLike, overwrite: bool = False, *, marker: str | None = None,
+              marker_format: str | None = None) -> Iterator[pathlib.Path]:
     """Yield a temporary folder that becomes ``path`` when the block succeeds.
 
     Args:
         path: the final folder.
-        overwrite: replace an existing ``path``; otherwise an existing one is an error.
+        overwrite: replace an existing ``path`` that tfsent wrote (:func:`check_replaceable`, checked before the
+            block and again before the rename); otherwise an existing one is an error.
+        marker: the metadata file that marks a folder of this kind as tfsent's (required with ``overwrite``); a
+            folder a concurrent writer renamed into place during the block is replaced only when it carries it.
+        marker_format: the marker's JSON ``format`` (any version of its kind), where the name says little.
 
     Raises:
         FileExistsError: ``path`` exists and ``overwrite`` is false.
+        NotOursError: ``path`` exists and tfsent did not write it.
     """
     path = pathlib.Path(path)
+    if overwrite and marker is None:
+        raise ValueError(f"{path}: overwrite needs the marker file of a folder tfsent wrote")
     if path.parent.is_dir():
         sweep_dead_writers(path)
-    if path.exists() and not overwrite:
-        raise FileExistsError(f"{path}: already exists; remove it or pass overwrite=True")
+    if os.path.lexists(path):
+        if not overwrite:
+            raise FileExistsError(f"{path}: already exists; remove it or pass overwrite=True")
+        check_replaceable(path, marker, marker_format)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".tmp-{path.name}.{_writer()}.", dir=path.parent))
     try:
         yield tmp
         umask_modes(tmp)  # mkdtemp creates 0700, safetensors writes 0600: what the block wrote gets the umask's
-        if path.exists():
+        if os.path.lexists(path):
+            # An existing folder (overwrite), or one a concurrent writer renamed into place meanwhile: only tfsent's.
+            if marker is None:
+                raise FileExistsError(f"{path}: appeared while it was written; remove it or pass overwrite=True")
+            check_replaceable(path, marker, marker_format)
             old = path.with_name(f".old-{path.name}.{_writer()}")
             os.replace(path, old)
             os.replace(tmp, path)

@@ -206,6 +206,17 @@ def is_tpu(strategy: tf.distribute.Strategy) -> bool:
     return isinstance(strategy, (tf.distribute.TPUStrategy, tf.distribute.experimental.TPUStrategy))
 
 
+def device_kind(strategy: tf.distribute.Strategy) -> str:
+    """``tpu``, ``gpu`` or ``cpu``: the kind of device ``strategy`` computes on (what ``precision: auto`` reads)."""
+    if is_tpu(strategy):
+        return "tpu"
+    try:
+        devices = strategy.extended.worker_devices
+    except RuntimeError:  # the default strategy has none: the devices TensorFlow places ops on
+        devices = [d.name for d in tf.config.list_logical_devices()]
+    return "gpu" if any("GPU" in d.upper() for d in devices) else "cpu"
+
+
 def jit_compile_supported(strategy: tf.distribute.Strategy) -> bool:
     """Whether a step can be XLA-compiled under ``strategy``.
 

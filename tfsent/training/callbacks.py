@@ -9,6 +9,9 @@ Layout under the run directory::
     tensorboard/              TensorBoard event files
     reports/                  val_epoch_NNN_confusion.{json,png}, val_last_*, curves.png, (the loop adds test_*)
     model/                    the final model (``save_pretrained``, written by the training loop after fit())
+    metrics.json              the final metrics (the run is finished), tfsent_run.json the marker of a run's folder
+
+``tfsent.training.run_dir`` lists these entries and is the only code that clears a run directory.
 
 Resuming mid-epoch: Keras's own ``BackupAndRestore`` records the *first* step of an execution and counts
 executions, not steps, so with ``steps_per_execution > 1`` it resumes several steps early and saves less often

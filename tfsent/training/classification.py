@@ -15,7 +15,8 @@ from tfsent.data.tokenize import load_tokenizer, tokenizer_fingerprint
 from tfsent.data.manifest import Manifest, load_manifest
 from tfsent.data.prepare import data_identity, prepare_classification
 from tfsent.data.reader import to_keras
-from tfsent.models.classifier import ClassifierSpec, SequenceClassifier, build_classifier
+from tfsent.models import architectures
+from tfsent.models.classifier import ClassifierSpec, SequenceClassifier, build_classifier, dropout_settings
 from tfsent.models.labels import LabelMap, head_labels
 from tfsent.models.loading import check_max_positions, read_config
 from tfsent.models.sources import resolve_source
@@ -80,13 +81,17 @@ class ClassificationTask(Task):
                               classifier_dropout=group.classifier_dropout)
 
     def check(self) -> None:
-        """Fail before any compute: labels of a trained head, position embeddings."""
+        """Fail before any compute: labels of a trained head, position embeddings, dropout settings the
+        architecture cannot take."""
         label_names = list(self.data.label_names or [])
         config = self.checkpoint_config
         if config is not None:
             if label_names:
                 head_labels(label_names, config, model=self.model_group.source)
             check_max_positions(config, int(self.data.max_seq_length))
+        arch = config.model_type if config is not None else self.model_group.config.get("arch")
+        if arch in architectures.ARCHITECTURES:  # an unknown one is refused when the model is built
+            architectures.get(arch).dropout_config(dropout_settings(self.model_group))
 
     def data_identity(self) -> dict[str, Any]:
         return data_identity(self.data, self.tokenizer)

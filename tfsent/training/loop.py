@@ -14,30 +14,25 @@ import json
 import logging
 import os
 import pathlib
-import shutil
 import time
 from typing import Any
 
 import tensorflow as tf
 import tf_keras
 
-from tfsent.config import ConfigError
 from tfsent.models.card import KNOWN_DATASETS, TrainingData, write_model_card
 from tfsent.runtime import atomic
 from tfsent.runtime.precision import set_policy
 from tfsent.runtime.progress import bar_first, fit_verbose
 from tfsent.runtime.strategy import check_global_batch, make_strategy
-from tfsent.runtime.workers import BACKUP_DIR, worker_info, write_dir
+from tfsent.runtime.workers import worker_info, write_dir
 from tfsent.training.callbacks import (CHECKPOINT_META, LAST_DIR, ResumePoint, StepBackupAndRestore,
                                        restore_checkpoint, resume_point)
 from tfsent.training.preemption import stop_on_signals
+from tfsent.training.run_dir import METRICS_FILE, MODEL_DIR, claim, mark, remove_backup
 from tfsent.training.task import Task, TrainSpec, task_class
 
 log = logging.getLogger(__name__)
-
-METRICS_FILE = "metrics.json"
-# Written by Hydra into the run directory before train() starts: the new run's own config and log, kept on overwrite.
-_HYDRA_ENTRIES = (".hydra", "train.log")
 
 
 @dataclasses.dataclass
@@ -91,9 +86,10 @@ def build(spec: TrainSpec, run_dir: str | os.PathLike) -> Setup:
         ConfigError, ValueError, DataError: bad configuration or data, before any compute starts.
     """
     final_run_dir = pathlib.Path(run_dir)
-    # Every worker refuses a finished run alike; only the chief clears the shared directory.
-    _claim_run_dir(final_run_dir, overwrite=spec.overwrite, resume=spec.resume,
-                   may_clear=spec.strategy != "multi_worker" or worker_info().is_chief)
+    # Every worker refuses a finished run alike; only the chief clears (and marks) the shared directory.
+    chief = spec.strategy != "multi_worker" or worker_info().is_chief
+    markable = claim(final_run_dir, overwrite=spec.overwrite, resume=spec.resume, may_clear=chief,
+                     keep=spec.hydra_files)
     trainer = spec.trainer
     task = task_class(spec.task)(spec)
     task.check_inputs()
@@ -108,7 +104,7 @@ def build(spec: TrainSpec, run_dir: str | os.PathLike) -> Setup:
     task.check()
 
     manifest = task.manifest
-    policy = set_policy(trainer.precision, strategy)
+    policy = set_policy(trainer.precision, strategy, jit_compile=trainer.jit_compile)
 
     train_data, train_steps = task.build_inputs(strategy, "train", training=True)
     if train_steps is None:
@@ -136,53 +132,13 @@ def build(spec: TrainSpec, run_dir: str | os.PathLike) -> Setup:
             model.optimizer.build(model.trainable_variables)
             restore_checkpoint(model, final_run_dir / LAST_DIR)
 
+    if chief and markable:
+        mark(final_run_dir)  # every check passed: what the run writes from here on is a run's, clearable
     callbacks = task.callbacks(run_dir, model)
     return Setup(spec=spec, task=task, strategy=strategy, run_dir=run_dir, final_run_dir=final_run_dir,
                  model=model, train_data=train_data, val_data=val_data, val_steps=val_steps,
                  steps_per_epoch=steps_per_epoch, total_updates=total_updates, policy=policy, callbacks=callbacks,
                  initial_epoch=resume.epoch if spec.resume == "last" else 0)
-
-
-def _claim_run_dir(run_dir: pathlib.Path, *, overwrite: bool, resume: bool | str = True,
-                   may_clear: bool = True) -> None:
-    """Create the run directory; refuse one that holds a finished run unless ``overwrite`` (then clear it).
-
-    A finished run (``metrics.json`` written) left its checkpoints, reports and per-epoch CSV behind; training into
-    it again would mix two runs. A killed run has no ``metrics.json`` and resumes instead, unless ``resume`` says
-    otherwise: False clears what it left, ``"last"`` drops its backup so that training restarts from
-    ``checkpoints/last``.
-
-    Raises:
-        ConfigError: ``run_dir`` holds a finished run and ``overwrite`` is false; ``resume=last`` without a
-            ``checkpoints/last``.
-    """
-    if (run_dir / METRICS_FILE).is_file():
-        if not overwrite:
-            raise ConfigError(f"{run_dir}: holds a finished run ({METRICS_FILE}); pass overwrite=true to clear it "
-                              "and train again, or choose another run directory")
-        log.info("overwrite=true: clearing the finished run in %s", run_dir)
-        _clear(run_dir, may_clear)
-    elif resume is False and run_dir.is_dir() and any(e.name not in _HYDRA_ENTRIES for e in run_dir.iterdir()):
-        log.info("resume=false: clearing the unfinished run in %s", run_dir)
-        _clear(run_dir, may_clear)
-    elif resume == "last":
-        last = run_dir / LAST_DIR
-        if not (last / CHECKPOINT_META).is_file() or tf.train.latest_checkpoint(str(last)) is None:
-            raise ConfigError(f"resume=last: {last} holds no checkpoint of a finished epoch; use resume=false")
-        if may_clear:
-            shutil.rmtree(run_dir / BACKUP_DIR, ignore_errors=True)
-    run_dir.mkdir(parents=True, exist_ok=True)
-
-
-def _clear(run_dir: pathlib.Path, may_clear: bool) -> None:
-    """Delete what a run left in ``run_dir``, except the new run's own Hydra files (on the chief only)."""
-    for entry in run_dir.iterdir() if may_clear else ():
-        if entry.name in _HYDRA_ENTRIES:
-            continue
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry)
-        else:
-            entry.unlink()
 
 
 def fit(setup: Setup) -> dict[str, Any]:
@@ -219,7 +175,7 @@ def fit(setup: Setup) -> dict[str, Any]:
         test_data, test_steps = task.build_inputs(setup.strategy, "test", training=False)
         results = model.evaluate(test_data, steps=test_steps, return_dict=True, verbose=0)
         metrics.update({f"test_{k}": v for k, v in task.report(model, results, run_dir, "test").items()})
-    model_dir = run_dir / "model"
+    model_dir = run_dir / MODEL_DIR
     task.save(model, model_dir)
     metrics.update({"train_seconds": round(seconds, 2), "replicas": replicas, "updates": setup.total_updates,
                     "steps_per_epoch": setup.steps_per_epoch, "epochs": trainer.epochs,
@@ -228,7 +184,7 @@ def fit(setup: Setup) -> dict[str, Any]:
     write_model_card(model_dir, metrics=metrics, command=spec.command, dataset=_card_dataset(spec))
     if run_dir == setup.final_run_dir:
         # The run is complete: a re-run with this directory should train afresh, not resume.
-        shutil.rmtree(run_dir / BACKUP_DIR, ignore_errors=True)
+        remove_backup(run_dir)
     log.info("final metrics: %s", json.dumps(metrics, sort_keys=True))
     return metrics
 

@@ -26,6 +26,7 @@ from tfsent.data.prepare import identity_key
 from tfsent.data.reader import make_distributed_dataset
 from tfsent.training.callbacks import CallbackSpec
 from tfsent.training.optim import OptimizerSpec
+from tfsent.training.run_dir import HYDRA_FILES
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,8 @@ class TrainSpec:
         resume: for a killed run's directory: True resumes from its backup, False clears it and trains from the
             start, ``"last"`` restarts from its ``checkpoints/last``.
         command: the command line that started the run, for the model card.
+        hydra_files: what Hydra wrote into the run directory for this run (its ``.hydra/`` and log file): never
+            cleared, never counted as a user's files.
     """
 
     task: str
@@ -67,6 +70,7 @@ class TrainSpec:
     overwrite: bool = False
     resume: bool | str = True
     command: str | None = None
+    hydra_files: tuple[str, ...] = HYDRA_FILES
 
     def __post_init__(self) -> None:
         if self.resume not in (True, False, "last"):
