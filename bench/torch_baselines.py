@@ -110,8 +110,10 @@ def _info(req) -> dict:
 HANDLERS = {"load": _load, "run": _run, "info": _info, "ping": lambda req: {"pong": True}}
 
 
-def serve(lines, write) -> None:
-    """Answer each JSON request line with one JSON line until ``quit`` or the end of input."""
+def serve(lines, write, handlers=None) -> None:
+    """Answer each JSON request line with one JSON line until ``quit`` or the end of input (``handlers``: command ->
+    function, default this worker's)."""
+    handlers = HANDLERS if handlers is None else handlers
     for line in lines:
         if not line.strip():
             continue
@@ -119,7 +121,7 @@ def serve(lines, write) -> None:
             req = json.loads(line)
             if req.get("cmd") == "quit":
                 return
-            answer = HANDLERS[req["cmd"]](req)
+            answer = handlers[req["cmd"]](req)
         except Exception as e:  # noqa: BLE001  (the bench shows the worker's error; the worker keeps serving)
             answer = {"error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-2000:]}
         write(json.dumps(answer) + "\n")

@@ -1,0 +1,161 @@
+"""Question answering: tfsent's evaluation of held-out SQuAD articles against transformers'
+``pipeline("question-answering")`` and batched PyTorch on the same questions, in interleaved rounds.
+
+``python bench/qa.py [--model <a QA folder>] [--rounds 5] [--out bench/RESULTS-qa.md]`` (on an otherwise idle
+machine). The questions are the held-out articles of ``+experiment=squad`` (its validation and test splits of the
+shipped SQuAD v1.1 subset, split by article exactly as training splits them). The model is the given QA folder
+(e.g. a ``+experiment=squad`` run's ``model/``), else the real MiniLM-L6 with a new span head: speed does not
+depend on what the head learnt, and each mode's answers are compared with tfsent's on the last round.
+
+Modes, each timed questions in, answers out (tokenization and post-processing included):
+
+- ``tfsent``: the prediction engine as ``tfsent.predict`` runs it on one CPU (length buckets with filler rows, each
+  window reduced to its top-k on the device, answers picked on the host), in this process, warm;
+- ``pipeline``: ``pipeline("question-answering")`` on the list of questions, as its documentation shows;
+- ``batched``: PyTorch on the windows in batches of 64, padded to the longest, answers as ``run_qa.py`` picks them.
+
+The torch modes run in ``bench/.venv-torch`` (``bench/torch_qa.py``), measuring their own work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+import tempfile
+import time
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench import table  # noqa: E402
+from bench.rounds import Mode, run_rounds, speedup  # noqa: E402
+
+TORCH_QA = REPO / "bench" / "torch_qa.py"
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--model", type=pathlib.Path, help="a QA model folder (default: MiniLM-L6 with a new span head)")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--max-length", type=int, default=384)
+    p.add_argument("--doc-stride", type=int, default=128)
+    p.add_argument("--limit", type=int, default=0, help="only the first N held-out questions (smoke runs)")
+    p.add_argument("--smoke", action="store_true", help="allow fewer rounds (figures mean nothing)")
+    p.add_argument("--out", help="also write the section to this file")
+    return p.parse_args(argv)
+
+
+def held_out(limit: int = 0) -> list:
+    """The validation and test questions of ``+experiment=squad``, split as its training run splits them."""
+    from hydra import compose, initialize_config_dir
+
+    from tfsent.config import conf_dir
+    from tfsent.data.prepare_qa import read_qa_examples, split_by_article
+    from tfsent.train import train_spec
+
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+        spec = train_spec(compose(config_name="train", overrides=["+experiment=squad",
+                                                                   f"paths.root_dir={REPO}"])).data
+    examples = read_qa_examples(spec)
+    splits = split_by_article(examples, spec.split_fractions, spec.split_seed)
+    chosen = [examples[i] for name in ("validation", "test") for i in splits[name]]
+    return chosen[:limit] if limit else chosen
+
+
+def minilm_qa(folder: pathlib.Path) -> pathlib.Path:
+    """MiniLM-L6 with a new span head, saved as a tfsent QA folder."""
+    from tfsent.data.tokenize import load_tokenizer
+    from tfsent.models.question_answering import QuestionAnsweringSpec, build_question_answering
+
+    model = build_question_answering(QuestionAnsweringSpec(source="minilm_l6", max_seq_length=384))
+    model.save_pretrained(folder, tokenizer=load_tokenizer("minilm_l6"))
+    return folder
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    import tfsent  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+    import tensorflow as tf
+
+    from bench import machine
+    from bench.run import ensure_torch_venv
+    from bench.torch_client import TorchWorker
+    from tfsent.data.qa_windows import build_windows
+    from tfsent.inference.engine import DEFAULT_BUCKETS, bucket_lengths, predict_bucketed
+    from tfsent.inference.predictor import compiled
+    from tfsent.inference.spans import SpanOptions, predict_answers
+    from tfsent.inference.tokens import TokenRows
+    from tfsent.models import load_tokenizer
+    from tfsent.models.question_answering import load_question_answering
+    from tfsent.runtime.strategy import make_strategy
+
+    tf.get_logger().setLevel("ERROR")
+    desc = machine.describe()
+    started = time.perf_counter()
+    questions = held_out(args.limit)
+    with tempfile.TemporaryDirectory(prefix="tfsent-bench-qa-") as tmp:
+        folder = args.model or minilm_qa(pathlib.Path(tmp) / "qa")
+        strategy = make_strategy("cpu")
+        model = compiled(strategy, lambda: load_question_answering(folder), jit_compile=None, steps_per_execution=1)
+        tokenizer = load_tokenizer(folder)
+        buckets = bucket_lengths(DEFAULT_BUCKETS, args.max_length)
+        answers: dict[str, list[str]] = {}
+
+        def tfsent_mode() -> None:
+            windows = build_windows(questions, tokenizer, args.max_length, args.doc_stride, features=model.features)
+            out = predict_bucketed(model, strategy, TokenRows.from_ragged(windows.features), buckets=buckets,
+                                   global_batch_size=args.batch, pad_values={"input_ids": tokenizer.pad_token_id})
+            picked = predict_answers(out, windows.example, windows.char_start, windows.char_end,
+                                     [q.context for q in questions], SpanOptions())
+            answers["tfsent"] = [p.answer.text for p in picked]
+            answers["windows"] = [str(len(windows))]
+
+        tfsent_mode()  # warm-up: tracing and XLA compilation of every bucket the questions use
+        payload = [{"question": q.question, "context": q.context} for q in questions]
+        with TorchWorker(ensure_torch_venv(), TORCH_QA) as worker:
+            worker.request(cmd="load", name="qa", model_dir=str(folder))
+            info = worker.request(cmd="info")
+
+            def torch_mode(mode: str):
+                def run() -> float:
+                    done = worker.request(cmd="run", name="qa", mode=mode, questions=payload, batch_size=args.batch,
+                                          max_length=args.max_length, doc_stride=args.doc_stride)
+                    answers[mode] = done["answers"]
+                    return float(done["seconds"])
+                return run
+
+            modes = [Mode("tfsent", len(questions), tfsent_mode), Mode("pipeline", len(questions),
+                                                                       torch_mode("pipeline")),
+                     Mode("batched", len(questions), torch_mode("batched"))]
+            series = run_rounds(modes, args.rounds, log=lambda line: print(line, file=sys.stderr, flush=True),
+                                smoke=args.smoke)
+    same = {m: sum(a == b for a, b in zip(answers[m], answers["tfsent"])) for m in ("pipeline", "batched")}
+    lines = ["## Question answering: held-out SQuAD articles", "",
+             f"`python bench/qa.py{' --model ' + str(args.model) if args.model else ''}` ({args.rounds} interleaved "
+             f"rounds, {(time.perf_counter() - started) / 60:.1f} min). {len(questions)} questions of the validation "
+             f"and test articles of `+experiment=squad` ({answers['windows'][0]} windows of at most "
+             f"{args.max_length} tokens, stride {args.doc_stride}); model "
+             + (str(args.model) if args.model else "MiniLM-L6 with a new span head") + f"; batch {args.batch}, "
+             "one CPU replica, float32, XLA per strategy (tfsent); torch "
+             f"{info['torch']} with {info['threads']} threads.", "",
+             "Machine: " + "; ".join(f"{k}: {v}" for k, v in desc.items()), "",
+             table.markdown(["mode", "questions/s median (min-max)", "seconds median (min-max)",
+                             "answers equal to tfsent's"], [
+                 ["tfsent (engine + spans, as tfsent.predict)", str(series["tfsent"].rate),
+                  str(series["tfsent"].time), "-"],
+                 ["pipeline(\"question-answering\")", str(series["pipeline"].rate), str(series["pipeline"].time),
+                  f"{same['pipeline']} of {len(questions)}"],
+                 ["batched PyTorch (64, pad to longest) + run_qa.py post-processing", str(series["batched"].rate),
+                  str(series["batched"].time), f"{same['batched']} of {len(questions)}"]]), "",
+             f"tfsent / pipeline, median of per-round ratios: **{speedup(series['tfsent'], series['pipeline'])}** "
+             f"(target >= 2x); tfsent / batched PyTorch: **{speedup(series['tfsent'], series['batched'])}**.", "",
+             "The pipeline ranks candidates by start x end probability and sums the scores of equal answers over "
+             "windows, and aligns answers to words; run_qa.py (and tfsent) rank by the sum of logits: answers of a "
+             "question with several windows may differ for that reason alone.", ""]
+    return table.publish("\n".join(lines), args.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
