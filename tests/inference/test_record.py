@@ -33,3 +33,10 @@ def test_missing_or_damaged_records_read_as_none(tmp_path):
 def test_a_hub_id_is_recorded_as_given_with_its_revision(tmp_path):
     described = model_description("yiyanghkust/finbert-tone", revision="4921590d")
     assert described == {"checkpoint": "yiyanghkust/finbert-tone", "revision": "4921590d"}
+
+
+def test_the_record_reads_every_kinds_metadata_file():
+    from tfsent.inference.record import MODEL_FILES
+    from tfsent.models import kinds
+
+    assert MODEL_FILES == tuple(k.meta_file for k in kinds.KINDS.values())

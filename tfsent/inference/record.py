@@ -16,9 +16,10 @@ from typing import Any
 
 from tfsent.runtime import atomic
 
-# The metadata files a checkpoint folder may hold (tfsent.models.classifier.META_FILE and
-# tfsent.models.masked_lm.SPEC_FILE), named here so that reading a record never imports TensorFlow.
-_MODEL_FILES = ("tfsent_model.json", "tfsent_mlm.json")
+# The metadata files a checkpoint folder may hold (each kind's row in tfsent.models.kinds), named here so that
+# reading a record never imports TensorFlow (the tfsent.models package does); tests/inference/test_record.py checks
+# that they are the table's.
+MODEL_FILES = ("tfsent_model.json", "tfsent_qa.json", "tfsent_mlm.json")
 
 
 def record_path(output: str | os.PathLike) -> pathlib.Path:
@@ -39,7 +40,7 @@ def model_description(ckpt_path: str | os.PathLike, revision: str | None = None)
     described: dict[str, Any] = {"checkpoint": str(folder.resolve()) if folder.is_dir() else str(ckpt_path)}
     if revision is not None:
         described["revision"] = str(revision)
-    for name in _MODEL_FILES:
+    for name in MODEL_FILES:
         if (folder / name).is_file():
             try:
                 described.update(json.loads((folder / name).read_text(encoding="utf-8")))
