@@ -66,9 +66,27 @@ def test_masked_lm_card_has_no_base_model_and_says_what_is_missing():
 
 
 def test_card_errors_name_the_file_or_key(model_dir, tmp_path):
-    with pytest.raises(ValueError, match=r"dataset 'imdb' is not one of \['phrasebank', 'transcripts'\]"):
+    with pytest.raises(ValueError, match=r"dataset 'imdb' is not one of \['phrasebank', 'squad', 'transcripts'\]"):
         write_model_card(model_dir, dataset="imdb")
     with pytest.raises(CheckpointError, match=r"nothing/config.json: missing; not a saved model folder"):
         write_model_card(tmp_path / "nothing")
     with pytest.raises(CheckpointError, match=r"absent.json: missing"):
         write_model_card(model_dir, metrics=tmp_path / "absent.json")
+
+
+def test_question_answering_card_says_what_the_model_does(tmp_path):
+    from tfsent.models.question_answering import QuestionAnsweringSpec, build_question_answering
+
+    tf_keras.utils.set_random_seed(0)
+    model = build_question_answering(QuestionAnsweringSpec(
+        config=dict(arch="bert", vocab_size=100, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                    intermediate_size=32, max_position_embeddings=32), max_seq_length=32))
+    model.save_pretrained(tmp_path / "qa")
+    path = write_model_card(tmp_path / "qa", metrics={"test_exact_match": 61.5, "test_f1": 70.25}, dataset="squad")
+    front, body = split_card(path.read_text())
+    assert front["pipeline_tag"] == "question-answering" and "question-answering" in front["tags"]
+    assert front["license"] == "cc-by-sa-4.0" and front["datasets"] == ["rajpurkar/squad"]
+    assert front["metrics"] == ["f1", "exact_match"]
+    assert "extractive question-answering model (BertForQuestionAnswering" in body and "Labels" not in body
+    assert "AutoModelForQuestionAnswering" in body and "input=questions.jsonl output=answers.csv" in body
+    assert "| test_exact_match | 61.5000 |" in body

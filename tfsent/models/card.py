@@ -50,6 +50,10 @@ KNOWN_DATASETS = {
         name="Financial PhraseBank", license="cc-by-nc-sa-3.0", hub_id="takala/financial_phrasebank",
         citation="Malo et al., Good debt or bad debt: Detecting semantic orientations in economic texts, JASIST 2014",
         note="Non-commercial use only (CC BY-NC-SA 3.0); ask the authors for a commercial license."),
+    "squad": TrainingData(
+        name="SQuAD v1.1 (the first 11 training articles, shipped in data/squad)", license="cc-by-sa-4.0",
+        hub_id="rajpurkar/squad",
+        citation="Rajpurkar et al., SQuAD: 100,000+ Questions for Machine Comprehension of Text, EMNLP 2016"),
     "transcripts": TrainingData(
         name="ECTSum earnings-call transcripts", license="other",
         citation="Mukherjee et al., ECTSum, EMNLP 2022",
@@ -57,7 +61,19 @@ KNOWN_DATASETS = {
              "from; the ECTSum repository is GPL-3.0. Do not redistribute the model as a product."),
 }
 
-_METRIC_IDS = (("f1", "f1"), ("perplexity", "perplexity"), ("accuracy", "accuracy"), ("loss", "loss"))
+_METRIC_IDS = (("f1", "f1"), ("exact_match", "exact_match"), ("perplexity", "perplexity"), ("accuracy", "accuracy"),
+               ("loss", "loss"))
+# What a model is, by its transformers class suffix: (the card's words, pipeline tag, tags, AutoModel class, the
+# predict line's input and output).
+_HEADS = {
+    "ForMaskedLM": ("masked language model", "fill-mask", ["masked-lm"], "AutoModelForMaskedLM",
+                    "input=held_out.txt output=mlm_eval.csv"),
+    "ForQuestionAnswering": ("extractive question-answering model", "question-answering",
+                             ["question-answering", "squad"], "AutoModelForQuestionAnswering",
+                             "input=questions.jsonl output=answers.csv"),
+    "ForSequenceClassification": ("sequence classifier", "text-classification", ["sentiment"],
+                                  "AutoModelForSequenceClassification", "input=texts.csv output=scores.csv"),
+}
 
 
 def _read_json(path: pathlib.Path) -> dict:
@@ -70,9 +86,11 @@ def _read_json(path: pathlib.Path) -> dict:
 
 
 def _base_model(model_dir: pathlib.Path) -> str | None:
-    meta_path = model_dir / "tfsent_model.json"
-    if not meta_path.is_file():
-        return None  # a masked LM is trained from scratch
+    # A classifier's or a QA model's metadata records where it started; a masked LM is trained from scratch.
+    meta_path = next((model_dir / name for name in ("tfsent_model.json", "tfsent_qa.json")
+                      if (model_dir / name).is_file()), None)
+    if meta_path is None:
+        return None
     source = _read_json(meta_path).get("source")
     return PACKAGED_BASE_MODELS.get(source, source) if source else None
 
@@ -114,21 +132,23 @@ def render_card(config: Mapping, *, base_model: str | None, dataset: TrainingDat
         Markdown with YAML front matter.
     """
     architecture = (config.get("architectures") or ["?"])[0]
-    masked_lm = architecture.endswith("ForMaskedLM")
-    labels = [config["id2label"][k] for k in sorted(config.get("id2label", {}), key=int)] if not masked_lm else []
+    suffix = next((k for k in _HEADS if architecture.endswith(k)), "ForSequenceClassification")
+    what, pipeline_tag, kind_tags, auto, io = _HEADS[suffix]
+    labels = [config["id2label"][k] for k in sorted(config.get("id2label", {}), key=int)] \
+        if suffix == "ForSequenceClassification" else []
     license = license or (dataset.license if dataset else None) or "other"
     front = {"license": license}
     if base_model and _is_hub_id(base_model):
         front["base_model"] = base_model
-    front.update(library_name="transformers", pipeline_tag="fill-mask" if masked_lm else "text-classification",
-                 tags=["tfsent", "tensorflow", "finance", *(["masked-lm"] if masked_lm else ["sentiment"]), *tags])
+    front.update(library_name="transformers", pipeline_tag=pipeline_tag,
+                 tags=["tfsent", "tensorflow", "finance", *kind_tags, *tags])
     if dataset and dataset.hub_id:
         front["datasets"] = [dataset.hub_id]
     if metrics:
         front["metrics"] = _metric_ids(list(metrics))
 
     lines = [f"# {title}", "",
-             f"A {config.get('model_type', '?')} {'masked language model' if masked_lm else 'sequence classifier'} "
+             f"A {config.get('model_type', '?')} {what} "
              f"({architecture}, {config.get('num_hidden_layers', '?')} layers, hidden size "
              f"{config.get('hidden_size', '?')}) trained with tfsent. The folder "
              "holds `model.safetensors` (PyTorch names and layout: `AutoModel*.from_pretrained(<folder>)`) and "
@@ -147,9 +167,8 @@ def render_card(config: Mapping, *, base_model: str | None, dataset: TrainingDat
         lines += [f"| {k} | {v:.4f} |" for k, v in metrics.items()]
     else:
         lines.append("No metrics recorded.")
-    auto = "AutoModelForMaskedLM" if masked_lm else "AutoModelForSequenceClassification"
-    lines += ["", "## Use", "", "```bash\npython -m tfsent.predict ckpt_path=<this folder> input=texts.csv "
-              "output=scores.csv\n```", "", f"With PyTorch: `transformers.{auto}.from_pretrained(\"<this folder>\")`."]
+    lines += ["", "## Use", "", f"```bash\npython -m tfsent.predict ckpt_path=<this folder> {io}\n```", "",
+              f"With PyTorch: `transformers.{auto}.from_pretrained(\"<this folder>\")`."]
     lines += ["", "## How it was made", "", f"```bash\n{command}\n```" if command else "Command not recorded.", ""]
     return "---\n" + yaml.safe_dump(front, sort_keys=False) + "---\n\n" + "\n".join(lines)
 
