@@ -152,3 +152,27 @@ def test_the_report_shows_answers_in_context_and_squad_scores(qa_model, tmp_path
     metrics = json.loads((tmp_path / "answers.metrics.json").read_text())
     assert f'data-value="f1" data-exact="{metrics["f1"]}"' in page
     assert "Same scores as the metrics file" in page and "<mark>" in page
+
+
+def test_a_squad_v2_file_lets_no_answer_compete(qa_model, tmp_path):
+    data = json.loads(TINY_SQUAD.read_text())
+    data["version"] = "v2.0"
+    paragraph = data["data"][0]["paragraphs"][0]
+    for qa in paragraph["qas"][:3]:
+        qa.update(answers=[], is_impossible=True)
+    (tmp_path / "v2.json").write_text(json.dumps(data))
+    summary = predict(qa_model, tmp_path / "v2.json", tmp_path / "v2.csv", OPTS)
+    frame = pd.read_csv(tmp_path / "v2.csv", keep_default_na=False)
+    assert "no_answer" in frame.columns
+    no_answer = frame["no_answer"].astype(str).str.lower() == "true"
+    assert (frame.loc[no_answer, "answer"] == "").all() and (frame.loc[no_answer, "start_char"] == -1).all()
+    metrics = json.loads((tmp_path / "v2.metrics.json").read_text())
+    assert metrics["squad_version"] == "2.0" and metrics["NoAns_total"] == 3 and metrics["HasAns_total"] == 53
+    golds = {i: json.loads(g) for i, g in zip(frame["id"], frame["gold_answers"])}
+    assert metrics == {**squad_scores(dict(zip(frame["id"], frame["answer"])), golds, "2.0"),
+                       "squad_version": "2.0"}
+    assert summary["evaluation"]["NoAns_exact"] == metrics["NoAns_exact"]
+    # A threshold far below zero makes "no answer" win everywhere: every question answers nothing.
+    predict(qa_model, tmp_path / "v2.json", tmp_path / "none.csv",
+            PredictOptions(**{**OPTS.__dict__, "qa": QAOptions(doc_stride=16, null_threshold=-1e9)}))
+    assert (pd.read_csv(tmp_path / "none.csv", keep_default_na=False)["answer"] == "").all()
