@@ -31,7 +31,7 @@ from tfsent.inference.flops import EncoderFlops
 from tfsent.inference.packing import Packing
 from tfsent.models import activations, architectures
 from tfsent.models import labels as labels_lib
-from tfsent.models import loading, sources, weights
+from tfsent.models import loading, sources, weight_files, weights
 from tfsent.models.base import PretrainedModel
 from tfsent.models.packing import is_packed, packed_logits
 
@@ -257,7 +257,10 @@ def build_classifier(spec: ClassifierSpec, *, require_head: bool = False) -> Seq
         config = loading.read_config(directory)
         arch = _architecture(config, directory).model_type
         label_map = labels_lib.head_labels(spec.label_names, config, model=spec.source)
-        files = weights.find_weights(directory)  # fail on missing weights before building anything
+        # Headers only, before anything is built: missing or damaged weights fail here (values are read by
+        # assign_state, for the weights the model uses).
+        files = weight_files.find_weights(directory)
+        naming, state = weight_files.read_state(files)
     _set_labels(config, label_map.model_names)
     _apply_dropout(config, spec)
     loading.check_max_positions(config, spec.max_seq_length)
@@ -267,7 +270,6 @@ def build_classifier(spec: ClassifierSpec, *, require_head: bool = False) -> Seq
     # Build (and load) before wrapping: weight names must be `<model>/bert/...`, which the loaders strip.
     hf_model.build_in_name_scope()
     if directory is not None:
-        naming, state = weights.read_state(files)
         report = weights.assign_state(hf_model, naming, state, files.path)
         del state
         _check_report(report, hf_model, trained_head=require_head or labels_lib.has_trained_head(config))
