@@ -21,7 +21,7 @@ import logging
 import os
 import pathlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import tensorflow as tf
@@ -245,9 +245,10 @@ def build_classifier(spec: ClassifierSpec, *, require_head: bool = False) -> Seq
         CheckpointError: the source cannot be found or read, or lacks weights the model needs.
         ValueError: a malformed spec (unknown arch or config key, bad dropout).
     """
+    trained = False
     if spec.source is None:
         arch, config = _random_config(spec)
-        label_map = labels_lib.head_labels(spec.label_names, config)
+        label_map = labels_lib.head_labels(spec.label_names, config, trained=False)
         directory = None
     else:
         if spec.config:
@@ -256,11 +257,12 @@ def build_classifier(spec: ClassifierSpec, *, require_head: bool = False) -> Seq
         directory = sources.resolve_source(spec.source, revision=spec.revision)
         config = loading.read_config(directory)
         arch = _architecture(config, directory).model_type
-        label_map = labels_lib.head_labels(spec.label_names, config, model=spec.source)
-        # Headers only, before anything is built: missing or damaged weights fail here (values are read by
-        # assign_state, for the weights the model uses).
+        # Headers only, before anything is built: missing or damaged weights fail here, and the names say whether a
+        # trained head is there (values are read by assign_state, for the weights the model uses).
         files = weight_files.find_weights(directory)
         naming, state = weight_files.read_state(files)
+        trained = weights_hold_head(config, state, files.path, say=True)
+        label_map = labels_lib.head_labels(spec.label_names, config, trained=trained, model=spec.source)
     _set_labels(config, label_map.model_names)
     _apply_dropout(config, spec)
     loading.check_max_positions(config, spec.max_seq_length)
@@ -272,9 +274,29 @@ def build_classifier(spec: ClassifierSpec, *, require_head: bool = False) -> Seq
     if directory is not None:
         report = weights.assign_state(hf_model, naming, state, files.path)
         del state
-        _check_report(report, hf_model, trained_head=require_head or labels_lib.has_trained_head(config))
+        _check_report(report, hf_model, trained_head=require_head or trained)
     return SequenceClassifier(hf_model, arch=arch, label_map=label_map, max_seq_length=spec.max_seq_length,
                               source=spec.source)
+
+
+def weights_hold_head(config, names: Iterable[str], path: pathlib.Path, *, say: bool = False) -> bool:
+    """Whether a checkpoint holds a trained classification head, decided as transformers decides: by the weights
+    present (``classifier.*``), whatever ``config.json``'s ``architectures`` says.
+
+    Args:
+        config: the checkpoint's config.
+        names: its tensors' names (:func:`tfsent.models.weight_files.tensor_names`).
+        path: its weight file, for the log line.
+        say: log one line where the weights and the config's ``architectures`` disagree, saying which decides.
+    """
+    found = weight_files.has_head(names)
+    claimed = labels_lib.has_trained_head(config)
+    if say and found != claimed and getattr(config, "architectures", None):
+        what = ("holds a trained classification head (classifier.*): it is used" if found else
+                "holds no classification head (classifier.*): a new one is initialised")
+        log.info("%s: config.json says architectures %s, but the checkpoint %s, as transformers would", path,
+                 list(config.architectures), what)
+    return found
 
 
 def _architecture(config, directory: pathlib.Path) -> architectures.Architecture:
@@ -369,13 +391,13 @@ def describe(directory: str | os.PathLike, *, label_names: Sequence[str] | None 
             raise loading.CheckpointError(f"{directory / META_FILE}: says labels {list(names)}, but config.json "
                                           f"gives {list(head)}")
     else:
-        # Configs written before transformers recorded `architectures` say nothing: the weights decide (a missing
-        # head is then an error of the load, naming the file).
-        if getattr(config, "architectures", None) and not labels_lib.has_trained_head(config):
-            found = config.architectures
+        # The weights decide, as in transformers (a config may say BertModel over a trained head, or say nothing).
+        files = weight_files.find_weights(directory)
+        if not weights_hold_head(config, weight_files.tensor_names(files), files.path):
+            found = getattr(config, "architectures", None) or "none"
             raise loading.CheckpointError(
-                f"{directory / loading.CONFIG_FILE}: not a classifier (architectures: {found}); it has no trained "
-                "classification head to score with",
+                f"{files.path}: not a classifier (architectures: {found}); its weights hold no trained "
+                "classification head (classifier.*) to score with",
                 hint="fine-tune one from it first: python -m tfsent.train +experiment=finbert_tone "
                      f"model.source={directory}")
         names, length = head, loading.model_max_length(config)
