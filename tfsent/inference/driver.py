@@ -347,7 +347,7 @@ def _predict_part(predictor: Predictor, strategy, job: PartJob, store: PartStore
                            map_fn=map_fn, shrink_tails=n < options.part_size, packing=packing) \
         if n else predictor.empty_outputs()
     cols = dict(job.columns)
-    cols.update(predictor.columns(out, job.tokens, with_truncated=with_truncated))
+    cols.update(predictor.columns(out, job.tokens, with_truncated=with_truncated, source=job.columns))
     store.write(PartInfo(job.index, job.lo, job.hi, n, job.sha256), pd.DataFrame(cols))
     return n
 

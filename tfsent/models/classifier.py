@@ -153,7 +153,11 @@ class SequenceClassifier(PretrainedModel):
         forward = (lambda f: self(f, training=False))
         if not self.architecture.autograph:  # traced as plain Python: no conversion cost in a fresh process
             forward = tf.autograph.experimental.do_not_convert(forward)
-        probs = tf.nn.softmax(forward(x), axis=-1)
+        logits = forward(x)
+        # A logit of -inf leaves finite probabilities (a 0): a row with any non-finite logit gets NaN probabilities,
+        # which the predictor refuses where outputs become columns (tfsent.inference.predictor.check_finite).
+        finite = tf.reduce_all(tf.math.is_finite(logits), axis=-1, keepdims=True)
+        probs = tf.where(finite, tf.nn.softmax(logits, axis=-1), tf.constant(float("nan"), logits.dtype))
         return {
             "example_id": tf.reshape(tf.cast(x["example_id"], tf.int32), [-1]),
             "label_id": tf.argmax(probs, axis=-1, output_type=tf.int32),
