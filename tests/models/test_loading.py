@@ -91,8 +91,8 @@ def test_damaged_torch_checkpoint_names_the_file(tmp_path, minilm_dir):
     shutil.copy(minilm_dir / "config.json", tmp_path / "config.json")
     (tmp_path / "pytorch_model.bin").write_bytes(b"\x00PK")
     assert find_weights(tmp_path).kind == "bin"
-    with pytest.raises(CheckpointError, match=r"pytorch_model\.bin: not a readable PyTorch checkpoint \(UnpicklingError: "
-                                              r"invalid load key b'\\x00'\); the file is damaged"):
+    with pytest.raises(CheckpointError, match=r"pytorch_model\.bin: not a readable PyTorch checkpoint "
+                                              r"\(UnpicklingError: invalid load key b'\\x00'\); the file is damaged"):
         build_classifier(ClassifierSpec(source=str(tmp_path), label_names=LABELS, max_seq_length=64))
     with pytest.raises(CheckpointError, match="no weights found"):
         find_weights(tmp_path.parent)

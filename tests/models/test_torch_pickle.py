@@ -157,6 +157,7 @@ def test_a_view_outside_its_storage_is_one_line_naming_the_tensor(tmp_path, name
     ((0, (2.0,), (1,)), "its sizes (2.0,) are not a list of integers"),
     ((b"0", (2,), (1,)), "its storage offset b'0' is not an integer"),
     ((0, 5, (1,)), "its sizes 5 are not a list of integers"),
+    ((0, (2 ** 62, 0), (0, 1)), f"sizes [{2 ** 62}, 0] are beyond any array's"),
 ])
 def test_a_malformed_view_is_one_line_naming_the_tensor(tmp_path, view, message):
     _storage_file(tmp_path / "bad.bin", {"w": view}, legacy=False)

@@ -110,8 +110,8 @@ def test_any_failure_of_an_h5_file_is_one_line_naming_it(tmp_path):
 
 
 def test_names_and_a_head_are_known_from_the_header_alone(tmp_path):
-    safetensors.numpy.save_file({"bert.pooler.dense.weight": np.zeros((2, 2), np.float32),
-                                 "classifier.weight": np.zeros((3, 2), np.float32)}, str(tmp_path / "model.safetensors"))
+    arrays = {"bert.pooler.dense.weight": np.zeros((2, 2), np.float32), "classifier.weight": np.zeros((3, 2), np.float32)}
+    safetensors.numpy.save_file(arrays, str(tmp_path / "model.safetensors"))
     names = tensor_names(find_weights(tmp_path))
     assert sorted(names) == ["bert.pooler.dense.weight", "classifier.weight"] and has_head(names)
     assert has_head(["classifier/kernel:0"]) and not has_head(["bert.classifier_x.weight", "cls.predictions.bias"])

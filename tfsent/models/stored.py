@@ -160,7 +160,8 @@ def strided(path: pathlib.Path, name: str, storage: Storage, offset, size, strid
 
     Raises:
         CheckpointError: sizes, strides or offset that are not integers, of different ranks, a negative size or
-            offset, or a view reaching an element outside the storage; the message names the file and tensor.
+            offset, sizes beyond any array's (2**63 bytes), or a view reaching an element outside the storage; the
+            message names the file and tensor.
     """
     where = f"{path}: tensor {name!r}"
     if type(offset) is not int:
@@ -173,6 +174,10 @@ def strided(path: pathlib.Path, name: str, storage: Storage, offset, size, strid
         raise CheckpointError(f"{where}: negative size or offset (sizes {list(size)}, offset {offset}); the file is "
                               "damaged or crafted")
     dtype = storage.dtype
+    if math.prod(n for n in size if n) * dtype.itemsize >= 2 ** 63:
+        # No array has that many bytes (numpy cannot even describe an empty one); torch: "Storage size calculation
+        # overflowed".
+        raise CheckpointError(f"{where}: sizes {list(size)} are beyond any array's; the file is damaged or crafted")
     if 0 in size:
         if offset > storage.numel:
             raise CheckpointError(f"{where}: offset {offset} is past the end of its storage ({storage.numel} "
