@@ -12,6 +12,8 @@ from transformers import TFBertForSequenceClassification
 
 from tfsent.models import (CheckpointError, ClassifierSpec, LabelError, PositionError, SequenceClassifier,
                            build_classifier, load_classifier)
+from tfsent.models.classifier import holds_trained_head
+from tfsent.models.loading import read_config
 from tfsent.runtime.strategy import make_strategy
 
 LABELS = ["negative", "neutral", "positive"]
@@ -154,10 +156,16 @@ def test_the_weights_decide_whether_a_folder_is_a_classifier(tmp_path, caplog):
     assert loaded.label_names == ["Neutral", "Positive", "Negative"]
     feats = features()
     np.testing.assert_allclose(loaded(feats).numpy(), model(feats).numpy(), atol=1e-6)
+    # Fine-tuning from it keeps the trained head's order and maps a dataset onto it by name (it took the dataset's
+    # order for a head whose weights it loaded).
+    tuned = build_classifier(ClassifierSpec(source=str(folder), label_names=LABELS, max_seq_length=SEQ))
+    assert tuned.label_names == ["Neutral", "Positive", "Negative"] and tuned.label_map.dataset_to_model == (2, 0, 1)
+    assert holds_trained_head(folder, read_config(folder))
     # Without the head's weights it is a base model: nothing to score with, one line saying what to do.
     state = safetensors.numpy.load_file(str(folder / "model.safetensors"))
     safetensors.numpy.save_file({k: v for k, v in state.items() if not k.startswith("classifier.")},
                                 str(folder / "model.safetensors"), metadata={"format": "pt"})
+    assert not holds_trained_head(folder, read_config(folder))
     with pytest.raises(CheckpointError, match=r"model\.safetensors: not a classifier \(architectures: "
                                               r"\['BertModel'\]\); its weights hold no trained classification head "
                                               r"\(classifier\.\*\) to score with"):

@@ -51,6 +51,8 @@ def check_finite(values: np.ndarray, what: str, source: Mapping[str, Sequence]) 
         what: what they are, for the message (``probability``, ``loss``).
         source: the part's own columns (see :meth:`Predictor.columns`).
     """
+    if not len(values):
+        return
     finite = np.isfinite(values).reshape(len(values), -1).all(axis=1)
     if finite.all():
         return

@@ -303,6 +303,17 @@ def weights_hold_head(config, names: Iterable[str], path: pathlib.Path, *, say: 
     return found
 
 
+def holds_trained_head(directory: pathlib.Path, config) -> bool:
+    """Whether a checkpoint folder's weights hold a trained classification head (:func:`weights_hold_head`; headers
+    only, no value read).
+
+    Raises:
+        CheckpointError: no weights, or weights that cannot be read.
+    """
+    files = weight_files.find_weights(directory)
+    return weights_hold_head(config, weight_files.tensor_names(files), files.path)
+
+
 def _architecture(config, directory: pathlib.Path) -> architectures.Architecture:
     try:
         return architectures.of_config(config)
@@ -396,12 +407,11 @@ def describe(directory: str | os.PathLike, *, label_names: Sequence[str] | None 
                                           f"gives {list(head)}")
     else:
         # The weights decide, as in transformers (a config may say BertModel over a trained head, or say nothing).
-        files = weight_files.find_weights(directory)
-        if not weights_hold_head(config, weight_files.tensor_names(files), files.path):
+        if not holds_trained_head(directory, config):
             found = getattr(config, "architectures", None) or "none"
             raise loading.CheckpointError(
-                f"{files.path}: not a classifier (architectures: {found}); its weights hold no trained "
-                "classification head (classifier.*) to score with",
+                f"{weight_files.find_weights(directory).path}: not a classifier (architectures: {found}); its weights "
+                "hold no trained classification head (classifier.*) to score with",
                 hint="fine-tune one from it first: python -m tfsent.train +experiment=finbert_tone "
                      f"model.source={directory}")
         names, length = head, loading.model_max_length(config)
