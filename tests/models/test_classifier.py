@@ -148,11 +148,11 @@ def test_the_weights_decide_whether_a_folder_is_a_classifier(tmp_path, caplog):
         (folder / name).unlink()
     config = folder / "config.json"
     config.write_text(config.read_text().replace("BertForSequenceClassification", "BertModel"))
-    with caplog.at_level("INFO", logger="tfsent.models.classifier"):
+    with caplog.at_level("INFO", logger="tfsent.models"):
         loaded = load_classifier(folder)
     said = [r.getMessage() for r in caplog.records if "config.json says architectures" in r.getMessage()]
     assert said == [f"{folder / 'model.safetensors'}: config.json says architectures ['BertModel'], but the "
-                    "checkpoint holds a trained classification head (classifier.*): it is used, as transformers "
+                    "checkpoint holds a trained classifier head (classifier.*): it is used, as transformers "
                     "would"]
     assert loaded.label_names == ["Neutral", "Positive", "Negative"]
     feats = features()
@@ -168,7 +168,7 @@ def test_the_weights_decide_whether_a_folder_is_a_classifier(tmp_path, caplog):
                                 str(folder / "model.safetensors"), metadata={"format": "pt"})
     assert not holds_trained_head(folder, read_config(folder))
     with pytest.raises(CheckpointError, match=r"model\.safetensors: not a classifier \(architectures: "
-                                              r"\['BertModel'\]\); its weights hold no trained classification head "
+                                              r"\['BertModel'\]\); its weights hold no trained classifier head "
                                               r"\(classifier\.\*\) to score with"):
         load_classifier(folder)
     # A config that claims a head does not make one.
