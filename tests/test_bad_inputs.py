@@ -218,7 +218,7 @@ def test_train_refuses_a_truncated_shard(data_copy, tmp_path):
      r"trainer.global_batch_size=12 is a global batch and must be a positive multiple of the 8 replicas in sync "
      r"\(try 8\)"),
     (["data.max_seq_length=32"], DataError, r"manifest.json: max_seq_length is 16, expected 32"),
-    (["+trainer.epoch=2"], ConfigError, r"unknown key\(s\) trainer.epoch; trainer accepts:"),
+    (["+trainer.epoch=2"], ConfigError, r"^unknown key trainer.epoch \(did you mean trainer.epochs\?\)$"),
     (["trainer.steps_per_epoch=0"], ConfigError, r"trainer.steps_per_epoch must be >= 1 or null, got 0"),
     (["model.tokenizer=null"], ConfigError, r"model.tokenizer is required when model.source is null"),
     (["model.config.max_position_embeddings=8"], PositionError,
