@@ -211,7 +211,10 @@ def _predict_locked(ckpt_path: pathlib.Path, input: pathlib.Path, output: pathli
     lo, hi, total = 0, None, None
     if shard.count > 1:
         total = source.count()
-        lo, hi = _slice(total, shard, fmt, options.part_size)
+        lo, hi = _slice(total, shard, kind, options.part_size)
+        if lo == hi:
+            log.warning("shard %d of %d has no %s to predict: %s", shard.index, shard.count, _units(fmt),
+                        _why_empty(total, shard, kind, fmt, options.part_size))
     run = _run_parts(predictor, strategy, source, store, lengths, options, lo, hi)
     if (total if shard.count > 1 else run["rows"]) == 0:
         raise DataError(f"{input}: nothing to predict (no rows or chunks)")
@@ -219,10 +222,9 @@ def _predict_locked(ckpt_path: pathlib.Path, input: pathlib.Path, output: pathli
                "replicas": strategy.num_replicas_in_sync}
     if shard.count > 1:
         sharded.mark_complete(folder, lo, run["end"], total, run["parts"])
-        summary.update(shard=shard.index, shards=shard.count, lo=lo, hi=run["end"], rows=run["rows"])
+        summary.update(shard=shard.index, shards=shard.count, lo=lo, hi=run["end"], rows=run["rows"],
+                       units=_units(fmt), parts_folder=str(folder))
         if not shard.merges:
-            log.info("shard %d of %d: units %d..%d predicted into %s", shard.index, shard.count, lo,
-                     run["end"] - 1, folder)
             return _finish(summary, start)
         stores = sharded.check_shards(output, shard.count, fp, wait_s=options.shard_wait_s)
         mark_merging(folder, output)
@@ -279,13 +281,30 @@ def load_with_options(ckpt_path: str | os.PathLike, strategy, steps_per_executio
                           label_names=options.label_names)
 
 
-def _slice(total: int, shard: _Shard, fmt: str, part_size: int) -> tuple[int, int]:
-    if fmt == "documents":
+def _slice(total: int, shard: _Shard, kind: str, part_size: int) -> tuple[int, int]:
+    """Units ``[lo, hi)`` of a shard: an even share of the rows (or documents), whatever ``part_size`` is.
+
+    A classifier scores each row on its own, so any cut gives the one-process results (within float noise, as
+    batches differ). A masked LM's masks are drawn per batch, so its shards take whole parts of the one-process
+    run: the same batches, the same masks.
+    """
+    if kind != "masked_lm":
         return sharded.shard_bounds(total, shard.count, shard.index)
-    # Whole parts of the one-process run: the same parts give the same rows (and the same masked-LM masks).
     n_parts = -(-total // part_size)
     p_lo, p_hi = sharded.shard_bounds(n_parts, shard.count, shard.index)
     return min(total, p_lo * part_size), min(total, p_hi * part_size)
+
+
+def _units(fmt: str) -> str:
+    return "documents" if fmt == "documents" else "rows"
+
+
+def _why_empty(total: int, shard: _Shard, kind: str, fmt: str, part_size: int) -> str:
+    if kind == "masked_lm":
+        return (f"the input's {total} rows make {-(-total // part_size)} part(s) of part_size={part_size}, and a "
+                f"masked LM's shards take whole parts (its masks are drawn per batch); lower part_size to spread "
+                f"them over {shard.count} shards")
+    return f"the input has {total} {_units(fmt)} for {shard.count} shards"
 
 
 def _finish(summary: dict, start: float, kind: str | None = None, output: pathlib.Path | None = None) -> dict:
@@ -302,8 +321,9 @@ def _finish(summary: dict, start: float, kind: str | None = None, output: pathli
         written = {k: v for k, v in summary.items() if k not in ("seconds", "rows_per_second", "output")}
         atomic.write_text(path, json.dumps(written, indent=2) + "\n")
         summary["summary_output"] = str(path)
-    log.info("predicted %d rows in %.1f s (%.1f rows/s)%s", rows, seconds, summary["rows_per_second"],
-             f" -> {output}" if output else "")
+    # The entry point prints the summary: logged as well, it showed twice.
+    log.debug("predicted %d rows in %.1f s (%.1f rows/s)%s", rows, seconds, summary["rows_per_second"],
+              f" -> {output}" if output else "")
     return summary
 
 
