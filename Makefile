@@ -80,7 +80,7 @@ demo: ## Offline end to end: fine-tune MiniLM-L6 on PhraseBank (2 epochs), score
 	@echo "demo: training curves and confusion matrices in $(RUN_DIR)/train/reports/ (curves.png, test_confusion.png)"
 	@if [ -d "$(TRANSCRIPTS)" ]; then \
 		$(PY) -m tfsent.predict ckpt_path=$(RUN_DIR)/train/model input=$(TRANSCRIPTS) input_format=documents \
-			output=$(RUN_DIR)/transcripts.csv max_length=128 overwrite=true report=true \
+			output=$(RUN_DIR)/transcripts.csv overwrite=true report=true \
 			hydra.run.dir=$(RUN_DIR)/predict-transcripts; \
 	else echo "demo: $(TRANSCRIPTS) absent; skipped the transcript scores"; fi
 

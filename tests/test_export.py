@@ -184,4 +184,4 @@ def test_minilm_export_serves_raw_text_like_predict(phrasebank_dir, tmp_path, mo
     model = build_classifier(ClassifierSpec(source="minilm_l6", label_names=LABELS))
     sharpen_head(model, std=0.5)
     ckpt = model.save_pretrained(tmp_path / "minilm", tokenizer=load_tokenizer("minilm_l6"))
-    export_and_serve(ckpt, phrasebank_dir, tmp_path, monkeypatch, max_length=512)
+    export_and_serve(ckpt, phrasebank_dir, tmp_path, monkeypatch, max_length=128)  # the trained length

@@ -18,7 +18,6 @@ from tfsent.inference.packing import Packing
 from tfsent.inference.predictor import Predictor, Summary
 from tfsent.inference.tokens import TokenRows
 from tfsent.models import load_classifier, load_tokenizer
-from tfsent.models.loading import model_max_length
 from tfsent.runtime.strategy import jit_compile_supported
 
 
@@ -45,8 +44,7 @@ class ClassifierPredictor(Predictor):
             self.model = load_classifier(ckpt_path, label_names=label_names)
             self.model.compile(jit_compile=jit_compile_supported(strategy) if jit_compile is None else jit_compile,
                                steps_per_execution=steps_per_execution)
-        limit = model_max_length(self.model.hf_model.config)
-        self.max_length = limit if max_length is None else min(max_length, limit)
+        self.max_length = self.model.sequence_length(max_length)
         self.features = self.model.features
         self.pad_values = {"input_ids": self.tokenizer.pad_token_id or 0}
         self.label_names = list(self.model.label_names)

@@ -68,10 +68,11 @@ def export_saved_model(model, export_dir: str | os.PathLike, tokenizer=None, *, 
 
     Args:
         model: a ``tfsent.models.SequenceClassifier`` (anything with ``call(features) -> logits``,
-            ``label_names``, ``features`` and ``arch``).
+            ``label_names``, ``features``, ``arch`` and ``sequence_length``).
         export_dir: the folder to create.
         tokenizer: saved to ``export_dir/tokenizer`` when given.
-        max_length: recorded in ``tfsent_export.json`` (default: the model's ``max_seq_length``).
+        max_length: recorded in ``tfsent_export.json``; None: the model's own (``sequence_length``), as the raw-text
+            export truncates at.
         overwrite: replace an existing ``export_dir``.
 
     Returns:
@@ -85,7 +86,7 @@ def export_saved_model(model, export_dir: str | os.PathLike, tokenizer=None, *, 
     meta = {"format": "tfsent.export/1", "label_names": list(model.label_names),
             "inputs": ["input_ids", "attention_mask"] + (["token_type_ids"] if with_types else []),
             "outputs": ["label_id", "probs"], "arch": getattr(model, "arch", None),
-            "max_length": int(max_length or getattr(model, "max_seq_length", 0) or 0),
+            "max_length": model.sequence_length(max_length),
             "tokenization": "outside the graph: use the files in tokenizer/ (transformers AutoTokenizer)"}
     with atomic.directory(export_dir, overwrite=overwrite) as tmp:
         tf.saved_model.save(module, str(tmp), signatures={"serving_default": module.serve})

@@ -37,7 +37,6 @@ from tensorflow.core.protobuf import saved_model_pb2
 from tfsent.inference.engine import DEFAULT_BUCKETS, bucket_lengths
 from tfsent.inference.export import EXPORT_META, ServingModule
 from tfsent.errors import UserError
-from tfsent.models.loading import model_max_length
 from tfsent.runtime import atomic
 
 # BertNormalizer.clean_text: NUL, U+FFFD and category C (control, format, ...) except tab, LF and CR.
@@ -192,7 +191,7 @@ def export_text_model(model, tokenizer, export_dir: str | os.PathLike, *, bucket
         tokenizer: the model's fast Hugging Face tokenizer (``load_tokenizer(ckpt)``).
         export_dir: the folder to create.
         buckets: padding lengths, each capped at ``max_length``; the largest is the truncation length.
-        max_length: an optional lower cap than the model's position embeddings.
+        max_length: the truncation length; None: the model's own (``SequenceClassifier.sequence_length``).
         overwrite: replace an existing ``export_dir``.
         name: the checkpoint's name for error messages.
 
@@ -204,9 +203,7 @@ def export_text_model(model, tokenizer, export_dir: str | os.PathLike, *, bucket
         FileExistsError: ``export_dir`` exists and ``overwrite`` is false.
     """
     spec = wordpiece_spec(tokenizer, name)
-    limit = model_max_length(model.hf_model.config)
-    limit = limit if max_length is None else min(int(max_length), limit)
-    module = _TextServing(model, BertTextTokenizer(spec, limit, buckets))
+    module = _TextServing(model, BertTextTokenizer(spec, model.sequence_length(max_length), buckets))
     with atomic.directory(export_dir, overwrite=overwrite) as tmp:
         tf.saved_model.save(module, str(tmp), signatures={"serving_default": module.serve})
         meta = {"format": "tfsent.export/1", "label_names": list(model.label_names), "inputs": ["text"],

@@ -117,6 +117,15 @@ class SequenceClassifier(PretrainedModel):
             return int(self.backbone.embeddings.padding_idx) + 1
         return 0
 
+    def sequence_length(self, max_length: int | None = None) -> int:
+        """The length to tokenize for (truncation, document chunks, the largest bucket, an export's ``max_length``).
+
+        Args:
+            max_length: the user's choice, up to what the position embeddings allow; None: the model's own
+                ``max_seq_length`` (a tfsent model's trained length; for others, their tokenizer's or config's).
+        """
+        return loading.sequence_length(self.max_seq_length, self.hf_model.config, max_length)
+
     def packing(self, *, auto: bool) -> Packing:
         """How to pack rows for this model (:mod:`tfsent.inference.packing`); ``auto`` packs only where it saves
         FLOPs."""
@@ -324,7 +333,8 @@ class CheckpointFacts:
     Attributes:
         architecture: its :class:`~tfsent.models.architectures.Architecture` row.
         label_names: labels in model id order (as written; ``label_names`` given to :func:`describe` replaces them).
-        max_seq_length: the longest sequence it takes (a tfsent model's trained length, else its positions').
+        max_seq_length: the sequence length it runs at by default: a tfsent model's trained length, else the
+            smaller of its tokenizer's ``model_max_length`` and what its position embeddings allow.
         features: the token features it reads.
         tfsent_model: whether tfsent wrote it (``tfsent_model.json``).
         head_names: the trained head's labels in model order as its config writes them (what the weights define).
@@ -377,6 +387,7 @@ def describe(directory: str | os.PathLike, *, label_names: Sequence[str] | None 
                 hint="fine-tune one from it first: python -m tfsent.train +experiment=finbert_tone "
                      f"model.source={directory}")
         names, length = head, loading.model_max_length(config)
+        length = min(length, loading.tokenizer_max_length(directory) or length)
     if label_names is not None:
         names = labels_lib.rename(names, label_names)
     elif warn and labels_lib.generic(names):
