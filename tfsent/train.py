@@ -109,7 +109,7 @@ def resume_command(args: list[str], run_dir: str | os.PathLike) -> str:
     return "python -m tfsent.train " + shlex.join(args)
 
 
-@hydra_entry("train", added_groups=("experiment",))
+@hydra_entry("train", added_groups=("experiment",), run_dir=True)
 def main(cfg: DictConfig) -> float | None:
     """``python -m tfsent.train +experiment=...``: a user's mistake is one ``error:`` line and exit status 2; a
     SIGTERM or SIGINT saves a backup and ends with one line saying how to resume, and the signal's exit status."""

@@ -45,7 +45,7 @@ from tfsent.inference.parts import PartInfo, PartStore, mark_merging, merged_int
 from tfsent.inference.predictor import Predictor, kind_of, load_predictor
 from tfsent.inference.stream import PartJob, jobs, prefetch
 from tfsent.models.sources import check_checkpoint, resolve_source
-from tfsent.runtime import execution, paths
+from tfsent.runtime import execution, paths, progress
 from tfsent.runtime.memory import steady_heap
 from tfsent.runtime.strategy import is_tpu
 from tfsent.runtime.strategy import check_global_batch, make_strategy
@@ -329,13 +329,12 @@ def _finish(summary: dict, start: float, kind: str | None = None, output: pathli
 
 def _run_parts(predictor: Predictor, strategy, source, store: PartStore, lengths, options: PredictOptions,
                lo: int, hi: int | None) -> dict:
-    from tqdm.auto import tqdm
-
     skipped = parts = rows = 0
     end = lo
     map_fn = predictor.map_fn()
     packing = predictor.packing(options.packing)
-    with tqdm(unit="row", disable=not options.progress, desc=f"predict ({predictor.kind})") as bar:
+    with progress.steps(desc=f"predict ({predictor.kind})", unit="row", step="part",
+                        progress=options.progress) as bar:
         for job in prefetch(jobs(predictor, source, store, lengths, options, lo, hi)):
             parts += 1
             if isinstance(job, PartInfo):

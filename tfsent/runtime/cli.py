@@ -203,7 +203,24 @@ def help_text(config_name: str, added_groups: Sequence[str] = ()) -> str:
     return "\n".join(lines)
 
 
-def hydra_entry(config_name: str, *, added_groups: Sequence[str] = ()
+def hydra_files_on_request(args: Sequence[str]) -> list[str]:
+    """The overrides that bring Hydra's files back where a command line names ``hydra.run.dir``.
+
+    The tools (predict, export, report, beam, prepare) write nothing of Hydra's by default (``conf/hydra/job_logging/
+    console.yaml``, no ``.hydra/``): each run would otherwise leave ``outputs/<tool>/<time>/`` in the working folder.
+    Asked for with ``hydra.run.dir=DIR``, the log and the composed config go there, as training's always do.
+    """
+    if not any(a.startswith("hydra.run.dir=") for a in args):
+        return []
+    extra = []
+    if not any(a.startswith("hydra.output_subdir=") for a in args):
+        extra.append("hydra.output_subdir=.hydra")
+    if not any(a.startswith("hydra/job_logging=") for a in args):
+        extra.append("hydra/job_logging=default")
+    return extra
+
+
+def hydra_entry(config_name: str, *, added_groups: Sequence[str] = (), run_dir: bool = False
                 ) -> Callable[[Callable[[DictConfig], Any]], Callable[[], Any]]:
     """Decorate an entry module's job ``fn(cfg)``; the result is its ``main()`` (see the module docstring).
 
@@ -211,6 +228,8 @@ def hydra_entry(config_name: str, *, added_groups: Sequence[str] = ()
         config_name: the top-level config in ``conf/`` (``train``, ``predict``, ``prepare``, ``export``).
         added_groups: config groups outside the defaults that it takes with ``+`` (training's ``experiment``),
             for ``--help``.
+        run_dir: Hydra's run directory is the job's own output (training's run), so Hydra's files always go
+            there; otherwise only when ``hydra.run.dir`` is given (:func:`hydra_files_on_request`).
     """
     def decorate(job: Callable[[DictConfig], Any]) -> Callable[[], Any]:
         def reported(cfg: DictConfig) -> Any:
@@ -232,6 +251,8 @@ def hydra_entry(config_name: str, *, added_groups: Sequence[str] = ()
             # name it after the entry point instead (train.log, predict.log, ...).
             if not any(a.startswith("hydra.job.name=") for a in sys.argv[1:]):
                 sys.argv.append(f"hydra.job.name={config_name}")
+            if not run_dir:
+                sys.argv.extend(hydra_files_on_request(sys.argv[1:]))
             cfg = None if _full_errors() else check_command_line(config_name, sys.argv[1:])
             check_run_dir(sys.argv[1:])
             quiet_start(verbose=bool(cfg.get("verbose", False)) if cfg is not None else False)
