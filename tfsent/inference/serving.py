@@ -140,14 +140,18 @@ class BertTextTokenizer(tf.Module):
         """
         pieces = self._wordpiece.tokenize(self.normalize(texts))[:, : self.max_length - 2]
         batch = tf.shape(texts)[0]
-        cls = tf.fill([batch, 1], self.spec.cls_id)
-        sep = tf.fill([batch, 1], self.spec.sep_id)
-        ids = tf.concat([cls, pieces, sep], axis=1)
-        lengths = tf.cast(ids.row_lengths(), tf.int32)
+        lengths = tf.cast(pieces.row_lengths(), tf.int32) + 2
         buckets = tf.constant(self.buckets, tf.int32)
         longest = tf.reduce_max(tf.concat([[2], lengths], axis=0))
         width = tf.gather(buckets, tf.searchsorted(buckets, [longest], side="left"))[0]
-        input_ids = ids.to_tensor(default_value=self.spec.pad_id, shape=tf.stack([batch, width]))
+        # [CLS] pieces [SEP] built densely: a ragged concat along the rows transposes its integer values, and
+        # oneDNN's graph rewrite answers an integer Transpose with an error line ("oneDNN supports DT_INT32 only
+        # on platforms with AVX-512") in every process that loads the SavedModel, AVX-512 or not.
+        body = pieces.to_tensor(default_value=self.spec.pad_id, shape=tf.stack([batch, width - 2]))
+        pad = tf.fill([batch, 1], self.spec.pad_id)
+        ids = tf.concat([tf.fill([batch, 1], self.spec.cls_id), body, pad], axis=1)
+        last = tf.range(width)[tf.newaxis, :] == (lengths - 1)[:, tf.newaxis]
+        input_ids = tf.where(last, tf.constant(self.spec.sep_id, tf.int32), ids)
         mask = tf.sequence_mask(lengths, width, dtype=tf.int32)
         return {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": tf.zeros_like(input_ids)}
 
