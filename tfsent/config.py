@@ -39,6 +39,22 @@ def conf_dir() -> pathlib.Path:
     raise ConfigError(f"no Hydra config folder found beside {here} (looked for conf/train.yaml)")
 
 
+def data_dir() -> pathlib.Path:
+    """The data tfsent ships (Financial PhraseBank, the demo sentences): the copy packaged in the wheel
+    (``tfsent/datasets``), else the repository's ``data/``; wherever the command runs from."""
+    here = pathlib.Path(__file__).resolve().parent
+    for candidate in (here / "datasets", here.parent / "data"):
+        if (candidate / "financial_phrasebank").is_dir():
+            return candidate
+    raise ConfigError(f"no data folder found beside {here} (looked for datasets/ and ../data/ holding "
+                      "financial_phrasebank/)")
+
+
+# conf/paths/default.yaml: `data_dir: ${tfsent.data_dir:}`. Registered on import: every entry point imports this
+# module before Hydra composes.
+OmegaConf.register_new_resolver("tfsent.data_dir", lambda: str(data_dir()), replace=True)
+
+
 def to_container(node: Any) -> Any:
     """Resolve interpolations and return plain Python containers (dict/list/scalars)."""
     if isinstance(node, DictConfig) or OmegaConf.is_config(node):
