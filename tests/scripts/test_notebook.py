@@ -38,7 +38,11 @@ def test_notebook_colab_script_and_make_demo_run_the_demo_script():
     # The Colab script runs exactly the demo's commands, on the TPU.
     assert _dry_run("bash", "scripts/colab_tpu.sh", INSTALL="0") == [
         line.replace("strategy=auto", "strategy=tpu") for line in demo]
-    make = subprocess.run(["make", "-n", "demo"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    # Under `make test` the parent make's variables (MAKEFLAGS, MAKELEVEL) are in the environment.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MAKE", "MFLAGS")) and k not in (
+        "RUN_DIR", "TRANSCRIPTS", "PYTHON")}
+    make = subprocess.run(["make", "--no-print-directory", "-n", "demo"], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=60)
     assert make.stdout.strip() == ("PYTHON=.venv/bin/python RUN_DIR=runs/demo "
                                    "TRANSCRIPTS=../shared/data/transcripts/ectsum/test bash scripts/demo.sh")
     cells = nbformat.read(NOTEBOOK, as_version=4).cells
