@@ -36,7 +36,7 @@ from tfsent.inference.options import PredictOptions
 from tfsent.inference.predictor import Predictor, kind_of, load_predictor
 from tfsent.inference.tokens import TokenRows
 from tfsent.models.classifier import describe as classifier_facts
-from tfsent.models.loading import CheckpointError, model_max_length, read_config
+from tfsent.models.loading import CheckpointError, read_config, sequence_length
 from tfsent.runtime.precision import set_policy
 
 log = logging.getLogger(__name__)
@@ -73,8 +73,7 @@ def describe(ckpt_path: str, buckets: Sequence[int], max_length: int | None,
         raise CheckpointError(f"{ckpt_path}: a masked-LM checkpoint; tfsent.beam scores classifiers (evaluate a "
                               "masked LM with tfsent.predict)")
     facts = classifier_facts(local, label_names=label_names)
-    limit = model_max_length(read_config(local))
-    cap = limit if max_length is None else min(max_length, limit)
+    cap = sequence_length(facts.max_seq_length, read_config(local), max_length)
     return ModelFacts(facts.features, bucket_lengths(buckets, cap), facts.label_names)
 
 

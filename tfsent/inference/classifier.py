@@ -17,7 +17,6 @@ from tfsent.inference.packing import Packing
 from tfsent.inference.predictor import Predictor, Summary, check_finite, compiled
 from tfsent.inference.tokens import TokenRows
 from tfsent.models import load_classifier, load_tokenizer
-from tfsent.models.loading import model_max_length
 
 
 class ClassifierSummary(Summary):
@@ -41,8 +40,7 @@ class ClassifierPredictor(Predictor):
         self.tokenizer = load_tokenizer(ckpt_path)
         self.model = compiled(strategy, lambda: load_classifier(ckpt_path, label_names=options.label_names),
                               jit_compile=jit_compile, steps_per_execution=steps_per_execution)
-        limit = model_max_length(self.model.hf_model.config)
-        self.max_length = limit if max_length is None else min(max_length, limit)
+        self.max_length = self.model.sequence_length(max_length)
         self.features = self.model.features
         self.pad_values = {"input_ids": self.tokenizer.pad_token_id or 0}
         self.label_names = list(self.model.label_names)

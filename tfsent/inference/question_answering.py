@@ -30,13 +30,8 @@ from tfsent.inference.spans import SpanOptions, predict_answers, snippet
 from tfsent.inference.squad_metrics import score_question, squad_scores
 from tfsent.inference.tokens import TokenRows
 from tfsent.models import load_tokenizer
-from tfsent.models.loading import model_max_length
 from tfsent.models.question_answering import load_question_answering
 from tfsent.runtime import atomic
-
-#: A window length for models tfsent did not train, as transformers' run_qa.py and pipeline use.
-DEFAULT_WINDOW = 384
-
 
 def metrics_path(output: str | os.PathLike) -> pathlib.Path:
     """``<output stem>.metrics.json`` beside the output."""
@@ -82,9 +77,7 @@ class QuestionAnsweringPredictor(Predictor):
         self.tokenizer = load_tokenizer(ckpt_path)
         self.model = compiled(strategy, lambda: load_question_answering(ckpt_path, top_k=qa.n_best),
                               jit_compile=jit_compile, steps_per_execution=steps_per_execution)
-        limit = model_max_length(self.model.hf_model.config)
-        trained = self.model.max_seq_length if self.model.max_seq_length < limit else min(DEFAULT_WINDOW, limit)
-        self.max_length = trained if max_length is None else min(max_length, limit)
+        self.max_length = self.model.sequence_length(max_length)
         self.doc_stride = qa.doc_stride if qa.doc_stride is not None else min(self.model.doc_stride,
                                                                               self.max_length // 2)
         self.features = self.model.features

@@ -207,7 +207,8 @@ class CheckpointFacts:
     Attributes:
         architecture: its :class:`~tfsent.models.architectures.Architecture` row.
         label_names: labels in model id order (as written; ``label_names`` given to :func:`describe` replaces them).
-        max_seq_length: the longest sequence it takes (a tfsent model's trained length, else its positions').
+        max_seq_length: the sequence length it runs at by default: a tfsent model's trained length, else the
+            smaller of its tokenizer's ``model_max_length`` and what its position embeddings allow.
         features: the token features it reads.
         tfsent_model: whether tfsent wrote it (``tfsent_model.json``).
         head_names: the trained head's labels in model order as its config writes them (what the weights define).

@@ -101,6 +101,30 @@ def model_max_length(config: Any) -> int:
     return int(_get(config, "max_position_embeddings")) - _reserved_positions(config)
 
 
+def sequence_length(own: int, config: Any, max_length: int | None = None) -> int:
+    """The length a classifier runs at (truncation, document chunks, the largest bucket, an export's
+    ``max_length``): its own, or the user's ``max_length`` up to what the position embeddings allow.
+
+    Args:
+        own: the model's own length (``CheckpointFacts.max_seq_length``: a tfsent model's trained length; for
+            others, their tokenizer's or config's limit).
+        config: its config (for the position embeddings).
+        max_length: the user's choice; None keeps ``own``.
+    """
+    return int(own) if max_length is None else min(int(max_length), model_max_length(config))
+
+
+def tokenizer_max_length(directory: pathlib.Path | str) -> int | None:
+    """The ``model_max_length`` a checkpoint's ``tokenizer_config.json`` declares, or None (no file, no value, or
+    transformers' "no limit" placeholder, a number far past any position table)."""
+    try:
+        value = json.loads((pathlib.Path(directory) / "tokenizer_config.json").read_text(encoding="utf-8")
+                           ).get("model_max_length")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return int(value) if isinstance(value, (int, float)) and 2 <= value < 1_000_000 else None
+
+
 def check_max_positions(config: Any, max_seq_length: int) -> None:
     """Fail clearly when the model cannot embed positions for ``max_seq_length`` tokens.
 

@@ -31,6 +31,8 @@ META_FILE = KIND.meta_file
 META_FORMAT = "tfsent.qa/1"
 DEFAULT_TOP_K = 20
 DEFAULT_DOC_STRIDE = 128
+#: The window of a QA model tfsent did not train, as transformers' run_qa.py and pipeline use.
+DEFAULT_WINDOW = 384
 
 
 @dataclasses.dataclass
@@ -167,6 +169,8 @@ def load_question_answering(directory: str | os.PathLike, *, top_k: int = DEFAUL
     """
     directory = pathlib.Path(directory)
     facts = describe(directory)
-    stride = int((facts.meta or {}).get("doc_stride", min(DEFAULT_DOC_STRIDE, facts.max_seq_length // 2)))
-    return build_question_answering(QuestionAnsweringSpec(source=str(directory), max_seq_length=facts.max_seq_length,
+    # A tfsent QA model runs at its trained window; another at run_qa.py's and the pipeline's 384 where it fits.
+    length = facts.max_seq_length if facts.meta is not None else min(DEFAULT_WINDOW, facts.max_seq_length)
+    stride = int((facts.meta or {}).get("doc_stride", min(DEFAULT_DOC_STRIDE, length // 2)))
+    return build_question_answering(QuestionAnsweringSpec(source=str(directory), max_seq_length=length,
                                                           doc_stride=stride, top_k=top_k), require_head=True)

@@ -71,6 +71,15 @@ class TaskModel(PretrainedModel):
             return int(self.backbone.embeddings.padding_idx) + 1
         return 0
 
+    def sequence_length(self, max_length: int | None = None) -> int:
+        """The length to tokenize for (truncation, document chunks, the largest bucket, an export's ``max_length``).
+
+        Args:
+            max_length: the user's choice, up to what the position embeddings allow; None: the model's own
+                ``max_seq_length`` (a tfsent model's trained length; for others, their tokenizer's or config's).
+        """
+        return loading.sequence_length(self.max_seq_length, self.hf_model.config, max_length)
+
     def model_inputs(self, features: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         """The features this model reads, from a batch that may hold more (``example_id``, labels).
 
@@ -368,4 +377,5 @@ def read_facts(directory: str | pathlib.Path, kind: kinds.ModelKind, format_: st
                 hint=f"fine-tune one from it first: python -m tfsent.train +experiment={kind.experiment} "
                      f"model.source={directory}")
         length = loading.model_max_length(config)
+        length = min(length, loading.tokenizer_max_length(directory) or length)
     return Facts(arch, config, meta, length, arch.features(config))
