@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -25,6 +26,8 @@ import tensorflow as tf
 
 from tfsent.data.errors import DataError
 from tfsent.data.qa_windows import QAWindows, build_windows
+from tfsent.data.squad import QAExample
+from tfsent.inference.options import QAOptions
 from tfsent.inference.predictor import Predictor, Summary, compiled
 from tfsent.inference.qa_inputs import open_questions
 from tfsent.inference.spans import SpanOptions, predict_answers, snippet
@@ -32,11 +35,83 @@ from tfsent.inference.squad_metrics import score_question, squad_scores
 from tfsent.inference.tokens import TokenRows
 from tfsent.models import load_tokenizer
 from tfsent.models.loading import model_max_length
-from tfsent.models.question_answering import load_question_answering
+from tfsent.models.question_answering import describe, load_question_answering, trained_stride
+from tfsent.models.task_model import Facts
 from tfsent.runtime import atomic
 
 #: A window length for models tfsent did not train, as transformers' run_qa.py and pipeline use.
 DEFAULT_WINDOW = 384
+
+
+def windowing(facts: Facts, max_length: int | None, doc_stride: int | None) -> tuple[int, int]:
+    """A QA folder's window length and stride, from its facts (no model is built).
+
+    Args:
+        facts: :func:`tfsent.models.question_answering.describe` of the folder.
+        max_length: ``max_length``: a window length up to the position embeddings; None: the trained one (a
+            model tfsent did not train: :data:`DEFAULT_WINDOW`, as transformers' scripts use).
+        doc_stride: ``qa.doc_stride``; None: the trained one, at most half the window.
+
+    Returns:
+        ``(window length, doc stride)``.
+    """
+    limit = model_max_length(facts.config)
+    trained = facts.max_seq_length if facts.max_seq_length < limit else min(DEFAULT_WINDOW, limit)
+    length = trained if max_length is None else min(max_length, limit)
+    return length, doc_stride if doc_stride is not None else min(trained_stride(facts), length // 2)
+
+
+def answer_frame(examples: Sequence[QAExample], windows: QAWindows, out: Mapping[str, np.ndarray], source,
+                 qa: QAOptions, first_row: int) -> pd.DataFrame:
+    """The output rows of consecutive questions, one per question, from their windows' top-k outputs.
+
+    ``tfsent.predict`` calls it per part, ``tfsent.beam`` per block of questions gathered back from its workers.
+
+    Args:
+        examples: the questions, in input order.
+        windows: their windows in order (:attr:`~tfsent.data.qa_windows.QAWindows.example` indexes ``examples``;
+            only each window's question and character spans are read).
+        out: the engine's outputs, one row per window: ``start_index``, ``start_logit``, ``end_index``,
+            ``end_logit`` ``[windows, k]`` and ``null_logit``.
+        source: the question source (:mod:`tfsent.inference.qa_inputs`): its columns, whether "no answer"
+            competes and whether gold answers were given.
+        qa: how answers are picked.
+        first_row: the input position of ``examples[0]`` (the ``row`` column).
+
+    Raises:
+        DataError: a non-finite logit (broken weights or input), naming the question.
+    """
+    for key in ("start_logit", "end_logit", "null_logit"):
+        bad = ~np.isfinite(np.asarray(out[key], np.float64))
+        if bad.any():
+            window = int(np.flatnonzero(bad.reshape(len(bad), -1).any(axis=1))[0])
+            question = int(windows.example[window])
+            raise DataError(f"question {examples[question].id!r} (row {first_row + question}): the model gave a "
+                            f"non-finite {key.replace('_', ' ')}; its weights or input are broken, no answer is "
+                            "written")
+    options = SpanOptions(n_best=qa.n_best, max_answer_length=qa.max_answer_length, version_2=source.no_answer,
+                          null_threshold=qa.null_threshold, alternatives=qa.alternatives)
+    predictions = predict_answers(out, windows.example, windows.char_start, windows.char_end,
+                                  [e.context for e in examples], options)
+    cols = {"row": np.arange(first_row, first_row + len(examples), dtype=np.int64), **source.columns(examples)}
+    cols.update(answer=[p.answer.text for p in predictions],
+                score=np.asarray([p.answer.probability for p in predictions], np.float64),
+                start_char=np.asarray([p.answer.start for p in predictions], np.int64),
+                end_char=np.asarray([p.answer.end for p in predictions], np.int64))
+    cols["snippet"] = [snippet(e.context, p.answer.start, p.answer.end) for e, p in zip(examples, predictions)]
+    if source.no_answer:
+        cols["no_answer"] = [p.no_answer for p in predictions]
+    cols["alternatives"] = [json.dumps([{"answer": c.text, "score": round(c.probability, 6), "start_char": c.start,
+                                         "end_char": c.end} for c in p.alternatives(qa.alternatives)],
+                                       ensure_ascii=False) for p in predictions]
+    cols["n_windows"] = np.bincount(windows.example, minlength=len(examples)).astype(np.int64)
+    if source.labelled:
+        version = "2.0" if source.no_answer else "1.1"
+        scores = [score_question(p.answer.text, [a.text for a in e.answers], version) if e.labelled
+                  else (np.nan, np.nan) for p, e in zip(predictions, examples)]
+        cols["exact_match"] = np.asarray([s[0] for s in scores], np.float64)
+        cols["f1"] = np.asarray([s[1] for s in scores], np.float64)
+    return pd.DataFrame(cols)
 
 
 def metrics_path(output: str | os.PathLike) -> pathlib.Path:
@@ -76,6 +151,7 @@ class QuestionAnsweringPredictor(Predictor):
 
     kind = "question_answering"
     source_kinds = ("questions",)
+    groups_rows = True
 
     def __init__(self, ckpt_path: str | os.PathLike, strategy: tf.distribute.Strategy, *, max_length: int | None,
                  jit_compile: bool | None, steps_per_execution: int, options):
@@ -83,24 +159,26 @@ class QuestionAnsweringPredictor(Predictor):
         self.tokenizer = load_tokenizer(ckpt_path)
         self.model = compiled(strategy, lambda: load_question_answering(ckpt_path, top_k=qa.n_best),
                               jit_compile=jit_compile, steps_per_execution=steps_per_execution)
-        limit = model_max_length(self.model.hf_model.config)
-        trained = self.model.max_seq_length if self.model.max_seq_length < limit else min(DEFAULT_WINDOW, limit)
-        self.max_length = trained if max_length is None else min(max_length, limit)
-        self.doc_stride = qa.doc_stride if qa.doc_stride is not None else min(self.model.doc_stride,
-                                                                              self.max_length // 2)
+        self.max_length, self.doc_stride = windowing(describe(ckpt_path), max_length, qa.doc_stride)
         self.features = self.model.features
         self.pad_values = {"input_ids": self.tokenizer.pad_token_id or 0}
         self.qa = qa
 
     @classmethod
-    def open_source(cls, ckpt_path, input, fmt: str, options):
+    def open_source(cls, ckpt_path, input, fmt: str, options, documents: Sequence[str] | None = None):
         """Questions of a SQuAD file or a table, or of every document of a folder (``qa.questions``).
 
+        Args:
+            documents: a documents folder's files as the caller listed them (``tfsent.beam``); None: listed here.
+
         Raises:
-            DataError: a bad input; ConfigError: options that only a classifier takes.
+            DataError: a bad input; ConfigError: options that only a classifier takes (its labels, the text column
+                and kept columns of rows, the chunking of documents).
         """
-        cls.refuse_options(options, ("label_column", "label_map", "keep_columns"))
-        return open_questions(input, fmt, options.qa, id_column=options.id_column, encoding=options.encoding)
+        cls.refuse_options(options, ("label_column", "label_map", "keep_columns", "text_column", "keep_text",
+                                     "documents"))
+        return open_questions(input, fmt, options.qa, id_column=options.id_column, encoding=options.encoding,
+                              documents=documents)
 
     def windows(self, examples) -> QAWindows:
         """The windows of a part's questions, at this model's window length and stride."""
@@ -117,39 +195,9 @@ class QuestionAnsweringPredictor(Predictor):
                 "null_logit": np.zeros(0, np.float32)}
 
     def frame(self, out, job) -> pd.DataFrame:
-        """One row per question of the part, from its windows' top-k outputs."""
+        """One row per question of the part, from its windows' top-k outputs (:func:`answer_frame`)."""
         examples, windows, source = job.extra
-        for key in ("start_logit", "end_logit", "null_logit"):
-            bad = ~np.isfinite(np.asarray(out[key], np.float64))
-            if bad.any():
-                window = int(np.flatnonzero(bad.reshape(len(bad), -1).any(axis=1))[0])
-                raise DataError(f"question {examples[windows.example[window]].id!r} (row {job.lo + int(windows.example[window])}): "
-                                f"the model gave a non-finite {key.replace('_', ' ')}; its weights or input are "
-                                "broken, no answer is written")
-        options = SpanOptions(n_best=self.qa.n_best, max_answer_length=self.qa.max_answer_length,
-                              version_2=source.no_answer, null_threshold=self.qa.null_threshold,
-                              alternatives=self.qa.alternatives)
-        predictions = predict_answers(out, windows.example, windows.char_start, windows.char_end,
-                                      [e.context for e in examples], options)
-        cols = {"row": np.arange(job.lo, job.hi, dtype=np.int64), **source.columns(examples)}
-        cols.update(answer=[p.answer.text for p in predictions],
-                    score=np.asarray([p.answer.probability for p in predictions], np.float64),
-                    start_char=np.asarray([p.answer.start for p in predictions], np.int64),
-                    end_char=np.asarray([p.answer.end for p in predictions], np.int64))
-        cols["snippet"] = [snippet(e.context, p.answer.start, p.answer.end) for e, p in zip(examples, predictions)]
-        if source.no_answer:
-            cols["no_answer"] = [p.no_answer for p in predictions]
-        cols["alternatives"] = [json.dumps([{"answer": c.text, "score": round(c.probability, 6), "start_char": c.start,
-                                             "end_char": c.end} for c in p.alternatives(self.qa.alternatives)],
-                                           ensure_ascii=False) for p in predictions]
-        cols["n_windows"] = np.bincount(windows.example, minlength=len(examples)).astype(np.int64)
-        if source.labelled:
-            version = "2.0" if source.no_answer else "1.1"
-            scores = [score_question(p.answer.text, [a.text for a in e.answers], version) if e.labelled
-                      else (np.nan, np.nan) for p, e in zip(predictions, examples)]
-            cols["exact_match"] = np.asarray([s[0] for s in scores], np.float64)
-            cols["f1"] = np.asarray([s[1] for s in scores], np.float64)
-        return pd.DataFrame(cols)
+        return answer_frame(examples, windows, out, source, self.qa, job.lo)
 
     @staticmethod
     def summary() -> Summary:

@@ -165,6 +165,11 @@ def load_question_answering(directory: str | os.PathLike, *, top_k: int = DEFAUL
     """
     directory = pathlib.Path(directory)
     facts = describe(directory)
-    stride = int((facts.meta or {}).get("doc_stride", min(DEFAULT_DOC_STRIDE, facts.max_seq_length // 2)))
     return build_question_answering(QuestionAnsweringSpec(source=str(directory), max_seq_length=facts.max_seq_length,
-                                                          doc_stride=stride, top_k=top_k), require_head=True)
+                                                          doc_stride=trained_stride(facts), top_k=top_k),
+                                    require_head=True)
+
+
+def trained_stride(facts: task_model.Facts) -> int:
+    """The stride a QA folder was trained with (``tfsent_qa.json``), else ``min(128, max_seq_length // 2)``."""
+    return int((facts.meta or {}).get("doc_stride", min(DEFAULT_DOC_STRIDE, facts.max_seq_length // 2)))
