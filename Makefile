@@ -66,23 +66,9 @@ report: ## One HTML page of a predictions output: make report INPUT=scores.csv (
 	$(PY) -m tfsent.report input=$(INPUT) $(ARGS)
 
 TRANSCRIPTS ?= ../shared/data/transcripts/ectsum/test
-DEMO_SHOW = import pandas as pd; d = pd.read_csv("$(RUN_DIR)/sentences.csv"); \
-	pd.set_option("display.max_colwidth", 70); pd.set_option("display.width", 160); \
-	print(d[["text", "label"] + [c for c in d if c.startswith("prob_")]].round(3).to_string(index=False))
-# AllAgree's splits plus the rest of 50Agree for training (conf/data/phrasebank_allagree_plus.yaml): two epochs
-# reach >= 0.95 AllAgree test accuracy, where four on AllAgree alone left a cancelled merger neutral.
+# The commands are in scripts/demo.sh, which the Colab/Kaggle TPU script and notebook run too (with strategy=tpu).
 demo: ## Offline end to end: fine-tune MiniLM-L6 on PhraseBank (2 epochs), score sentences and transcripts
-	$(PY) -m tfsent.train +experiment=finbert_tone data=phrasebank_allagree_plus trainer.epochs=2 overwrite=true \
-		hydra.run.dir=$(RUN_DIR)/train
-	$(PY) -m tfsent.predict ckpt_path=$(RUN_DIR)/train/model input=data/demo/sentences.txt input_format=text \
-		output=$(RUN_DIR)/sentences.csv overwrite=true hydra.run.dir=$(RUN_DIR)/predict-sentences
-	@$(PY) -c '$(DEMO_SHOW)'
-	@echo "demo: training curves and confusion matrices in $(RUN_DIR)/train/reports/ (curves.png, test_confusion.png)"
-	@if [ -d "$(TRANSCRIPTS)" ]; then \
-		$(PY) -m tfsent.predict ckpt_path=$(RUN_DIR)/train/model input=$(TRANSCRIPTS) input_format=documents \
-			output=$(RUN_DIR)/transcripts.csv max_length=128 overwrite=true report=true \
-			hydra.run.dir=$(RUN_DIR)/predict-transcripts; \
-	else echo "demo: $(TRANSCRIPTS) absent; skipped the transcript scores"; fi
+	@PYTHON=$(PY) RUN_DIR=$(RUN_DIR) TRANSCRIPTS=$(TRANSCRIPTS) bash scripts/demo.sh
 
 quality: ## Reproduce the README quality table (MiniLM-L6 on PhraseBank 50Agree and AllAgree, CPU)
 	$(PY) -m tfsent.train +experiment=finbert_tone overwrite=true hydra.run.dir=runs/quality-50agree

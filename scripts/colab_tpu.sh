@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Colab / Kaggle / Cloud TPU VM: install the TPU build of TensorFlow (+ libtpu) and tfsent, then run the demo on
-# the TPU (`make colab-tpu`). Nothing here ran on a TPU while it was written: see docs/TPU.md for what was tested.
+# the TPU (`make colab-tpu`): `make demo`'s commands (scripts/demo.sh) with strategy=tpu. Nothing here ran on a TPU
+# while it was written: see docs/TPU.md for what was tested.
 #
-#   bash scripts/colab_tpu.sh              # install, then train + predict with strategy=tpu
+#   bash scripts/colab_tpu.sh              # install, then the demo (train, sentences, transcripts) with strategy=tpu
 #   INSTALL=0 bash scripts/colab_tpu.sh    # demo only (already installed)
 #   DEMO=0 bash scripts/colab_tpu.sh       # install only
 #   DRY_RUN=1 bash scripts/colab_tpu.sh    # print the commands instead of running them
@@ -17,9 +18,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
 LIBTPU_INDEX="${LIBTPU_INDEX:-https://storage.googleapis.com/libtpu-tf-releases/index.html}"
-RUN_DIR="${RUN_DIR:-runs/colab-tpu}"
-TRAIN_ARGS="${TRAIN_ARGS:-data=phrasebank_allagree trainer.epochs=1}"
-TRANSCRIPTS="${TRANSCRIPTS:-../shared/data/transcripts/ectsum/test}"
 
 run() {
   echo "+ $*"
@@ -48,16 +46,7 @@ if [[ "${INSTALL:-1}" == 1 ]]; then
 fi
 
 if [[ "${DEMO:-1}" == 1 ]]; then
-  # Same commands as `make demo`; only the strategy differs (and it is the only TPU-specific code: the resolver).
-  # shellcheck disable=SC2086  # TRAIN_ARGS is a list of Hydra overrides
-  run "$PYTHON" -m tfsent.train +experiment=finbert_tone strategy=tpu overwrite=true $TRAIN_ARGS "hydra.run.dir=$RUN_DIR/train"
-  run "$PYTHON" -m tfsent.predict strategy=tpu "ckpt_path=$RUN_DIR/train/model" input=data/demo/sentences.txt \
-      input_format=text "output=$RUN_DIR/sentences.csv" overwrite=true "hydra.run.dir=$RUN_DIR/predict-sentences"
-  if [[ "${DRY_RUN:-0}" != 1 ]]; then cat "$RUN_DIR/sentences.csv"; fi
-  if [[ -d "$TRANSCRIPTS" ]]; then
-    run "$PYTHON" -m tfsent.predict strategy=tpu "ckpt_path=$RUN_DIR/train/model" "input=$TRANSCRIPTS" \
-        input_format=documents "output=$RUN_DIR/transcripts.csv" overwrite=true "hydra.run.dir=$RUN_DIR/predict-transcripts"
-  else
-    echo "colab_tpu: $TRANSCRIPTS absent; skipped the document scores (set TRANSCRIPTS=folder of .txt files)"
-  fi
+  # `make demo`'s commands; only the strategy differs (and it is the only TPU-specific code: the resolver).
+  # RUN_DIR, TRANSCRIPTS and DRY_RUN pass through the environment.
+  PYTHON="$PYTHON" STRATEGY=tpu bash scripts/demo.sh
 fi

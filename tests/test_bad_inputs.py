@@ -89,7 +89,8 @@ PREPARE_CASES = {
     "NUL bytes": ("csv", _raw("src.csv", b"text,label\nprofit rose,positive\nsales\x00 fell,negative\n"),
                   r"{src}:3: NUL byte at byte offset 37 \(binary file or UTF-16\?"),
     "non-UTF-8": ("csv", _raw("src.csv", b"text,label\nprofit rose,positive\nsoci\xe9t\xe9 fell,negative\n"),
-                  r"{src}:3: cannot decode byte b'\\xe9' at byte offset 36 as utf-8"),
+                  r"{src}:3: cannot decode byte b'\\xe9' at byte offset 36 as utf-8; name the file's encoding with "
+                  r"data.encoding=\.\.\. \(e\.g\. data.encoding=latin-1\)$"),
     "wrong label names": ("csv", _raw("src.csv", b"text,label\nprofit rose,positive\nsales fell,bearish\n"),
                           r"{src}:3: unknown label 'bearish'; expected one of"),
     "missing column": ("csv", _raw("src.csv", b"sentence,label\nprofit rose,positive\n"),
@@ -218,7 +219,7 @@ def test_train_refuses_a_truncated_shard(data_copy, tmp_path):
      r"trainer.global_batch_size=12 is a global batch and must be a positive multiple of the 8 replicas in sync "
      r"\(try 8\)"),
     (["data.max_seq_length=32"], DataError, r"manifest.json: max_seq_length is 16, expected 32"),
-    (["+trainer.epoch=2"], ConfigError, r"unknown key\(s\) trainer.epoch; trainer accepts:"),
+    (["+trainer.epoch=2"], ConfigError, r"^unknown key trainer.epoch \(did you mean trainer.epochs\?\)$"),
     (["trainer.steps_per_epoch=0"], ConfigError, r"trainer.steps_per_epoch must be >= 1 or null, got 0"),
     (["model.tokenizer=null"], ConfigError, r"model.tokenizer is required when model.source is null"),
     (["model.config.max_position_embeddings=8"], PositionError,
@@ -261,7 +262,9 @@ def _no_output(out: pathlib.Path) -> bool:
 @pytest.mark.parametrize("name, data, message", [
     ("in.txt", b"", r"{src}: no examples \(empty file\)"),
     ("in.txt", b"profit rose\n   \nsales fell\n", r"{src}:2: empty line"),
-    ("in.txt", b"profit rose\nsales \xff fell\n", r"{src}:2: cannot decode byte b'\\xff' at byte offset 18"),
+    ("in.txt", b"profit rose\nsales \xff fell\n", r"{src}:2: cannot decode byte b'\\xff' at byte offset 18 as utf-8; "
+                                                   r"name the file's encoding with encoding=\.\.\. \(e\.g\. "
+                                                   r"encoding=latin-1\)$"),
     ("in.txt", b"profit rose\n\x00\x00\n", r"{src}:2: NUL byte at byte offset 12"),
     ("in.csv", b"sentence\nprofit rose\n", r"{src}: header has no column 'text'"),
 ], ids=["empty-file", "blank-line", "non-utf8", "nul-bytes", "missing-column"])

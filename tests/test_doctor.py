@@ -31,3 +31,12 @@ def test_an_installed_extra_outside_its_tested_range_is_a_problem():
     assert any(p.startswith("tensorboard ") and "the beam extra is tested on <0.1" in p
                and "make install-beam" in p for p in found), found
     assert not [p for p in doctor.problems(dict(stack.load(), extras={"beam": ["not-installed-pkg==1.0"]}))]
+
+
+def test_on_a_tpu_vm_doctor_names_what_it_found_and_the_fallback(monkeypatch):
+    from tfsent.runtime import strategy
+
+    monkeypatch.setattr(strategy, "_tpu_hint", lambda: "/dev/accel0")
+    assert "strategy=auto would use: tpu (found /dev/accel0; if it cannot start: cpu)" in doctor.report()
+    monkeypatch.setattr(strategy, "_tpu_hint", lambda: None)
+    assert doctor.report()[-1] == "strategy=auto would use: cpu"

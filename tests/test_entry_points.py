@@ -23,13 +23,13 @@ CASES = {
         (["+experiment=finbert_tone_tiny", "data=csv", "data.path=absent.csv"],
          "error: absent.csv: not found (data.path)"),
         (["+experiment=finbert_tone_tiny", "trainer.epoch=3"],
-         "error: Could not override 'trainer.epoch'. (Key 'epoch' is not in struct)"),
+         "error: unknown key trainer.epoch (did you mean trainer.epochs?)"),
         (["+experiment=finbert_tone_tiny", "trainer.global_batch_size=abc"],
          "error: trainer.global_batch_size='abc' is not valid: expected int"),
     ],
     "prepare": [
         (["data=csv", "data.path=absent.csv", "data.label_names=[a,b]"], "error: absent.csv: source file not found"),
-        (["data.lenght=3"], "error: Could not override 'data.lenght'. (Key 'lenght' is not in struct)"),
+        (["data.max_seq_lenght=3"], "error: unknown key data.max_seq_lenght (did you mean data.max_seq_length?)"),
         (["data.max_seq_length=-4"], "error: data.max_seq_length"),
     ],
 }

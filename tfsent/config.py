@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import difflib
 import pathlib
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from omegaconf import DictConfig, OmegaConf
@@ -38,6 +39,22 @@ def conf_dir() -> pathlib.Path:
     raise ConfigError(f"no Hydra config folder found beside {here} (looked for conf/train.yaml)")
 
 
+def data_dir() -> pathlib.Path:
+    """The data tfsent ships (Financial PhraseBank, the demo sentences): the copy packaged in the wheel
+    (``tfsent/datasets``), else the repository's ``data/``; wherever the command runs from."""
+    here = pathlib.Path(__file__).resolve().parent
+    for candidate in (here / "datasets", here.parent / "data"):
+        if (candidate / "financial_phrasebank").is_dir():
+            return candidate
+    raise ConfigError(f"no data folder found beside {here} (looked for datasets/ and ../data/ holding "
+                      "financial_phrasebank/)")
+
+
+# conf/paths/default.yaml: `data_dir: ${tfsent.data_dir:}`. Registered on import: every entry point imports this
+# module before Hydra composes.
+OmegaConf.register_new_resolver("tfsent.data_dir", lambda: str(data_dir()), replace=True)
+
+
 def to_container(node: Any) -> Any:
     """Resolve interpolations and return plain Python containers (dict/list/scalars)."""
     if isinstance(node, DictConfig) or OmegaConf.is_config(node):
@@ -45,13 +62,43 @@ def to_container(node: Any) -> Any:
     return node
 
 
-def spec_from_config(cls: type[T], node: Any, key: str, **overrides: Any) -> T:
+def closest(word: str, choices: Iterable[str]) -> str | None:
+    """The choice a misspelt ``word`` most likely meant (``text_colum`` -> ``text_column``), or None."""
+    found = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def unknown_keys(unknown: Sequence[str], accepted: Iterable[str], owner: str, prefix: str = "") -> ConfigError:
+    """The error for keys a config node does not have: the closest real key of each, and every key it accepts.
+
+    Args:
+        unknown: the keys the node does not have (without ``prefix``).
+        accepted: every key the node has.
+        owner: what the node is, for the hint (``predict``, ``trainer``).
+        prefix: the node's dotted path with a trailing dot (``trainer.``), empty at the top level.
+
+    Returns:
+        ``error: unknown key trainer.epoch (did you mean trainer.epochs?)`` with the hint ``trainer accepts: ...``.
+    """
+    accepted = sorted(accepted)
+    named = []
+    for key in unknown:
+        match = closest(key, accepted)
+        named.append(f"{prefix}{key}" + (f" (did you mean {prefix}{match}?)" if match else ""))
+    return ConfigError(f"unknown key{'s' if len(named) > 1 else ''} {', '.join(named)}",
+                       hint=f"{owner} accepts: {', '.join(accepted)}")
+
+
+def spec_from_config(cls: type[T], node: Any, key: str, *, also: Iterable[str] = (), prefix: str | None = None,
+                     **overrides: Any) -> T:
     """Build dataclass ``cls`` from a config node, rejecting keys the dataclass does not have.
 
     Args:
         cls: the dataclass type.
         node: a DictConfig / dict with (a subset of) the dataclass fields.
         key: the config key the node came from, for error messages (e.g. ``optimizer``).
+        also: keys the config node accepts besides the fields (read elsewhere), listed when a key is unknown.
+        prefix: how the node's keys are written on the command line (default ``<key>.``; ``""`` at the top).
         **overrides: values set by the entry point (e.g. computed total steps).
 
     Raises:
@@ -62,8 +109,7 @@ def spec_from_config(cls: type[T], node: Any, key: str, **overrides: Any) -> T:
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(values) - names)
     if unknown:
-        raise ConfigError(f"unknown key(s) {', '.join(f'{key}.{u}' for u in unknown)}; "
-                          f"{key} accepts: {', '.join(sorted(names))}")
+        raise unknown_keys(unknown, names | set(also), key, f"{key}." if prefix is None else prefix)
     hints = typing.get_type_hints(cls)
     for name, value in values.items():
         if not _matches(value, hints.get(name, Any)):
@@ -158,7 +204,7 @@ def scoring_options(cls: type[T], cfg: DictConfig, key: str, skip: typing.Collec
     for name, hint in typing.get_type_hints(cls).items():
         if isinstance(hint, type) and dataclasses.is_dataclass(hint) and name in values:
             values[name] = spec_from_config(hint, cfg.get(name), name)
-    return spec_from_config(cls, values, key)
+    return spec_from_config(cls, values, key, also=set(skip) - {"hydra"}, prefix="")
 
 
 def strategy_name(node: Any) -> str:

@@ -8,6 +8,7 @@ Run: ``python -m tfsent.doctor``.
 
 from __future__ import annotations
 
+import argparse
 import importlib.metadata as md
 import importlib.util
 import platform
@@ -85,7 +86,13 @@ def report() -> list[str]:
     return lines
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tfsent.doctor``: print the report, then ``ok`` (status 0) or each problem (status 1)."""
+    argparse.ArgumentParser(
+        prog="python -m tfsent.doctor",
+        description="Print the versions that matter (tfsent/stack.toml), the TensorFlow wheels installed and the "
+                    "strategy strategy=auto would use; exit 1 when the install differs from the tested stack.",
+    ).parse_args(argv)
     found = problems()
     for line in report():
         print(f"doctor: {line}")

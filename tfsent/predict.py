@@ -58,8 +58,11 @@ def predict(cfg: DictConfig) -> dict:
             summary["report_output"] = _report(summary["output"], report_output)
     done = f"predict: {summary['rows']} rows in {summary['seconds']:.1f} s ({summary['rows_per_second']:.1f} rows/s)"
     if "output" not in summary:
-        print(f"{done}: shard {summary['shard']} of {summary['shards']} done (units {summary['lo']}.."
-              f"{summary['hi'] - 1}); merge with merge=true num_shards={summary['shards']}")
+        units = summary["units"]
+        slice_ = (f"{units} {summary['lo']}..{summary['hi'] - 1}" if summary["hi"] > summary["lo"] else
+                  f"no {units}")
+        print(f"{done}: shard {summary['shard']} of {summary['shards']} done ({slice_} in "
+              f"{summary['parts_folder']}); merge with merge=true num_shards={summary['shards']}")
     else:
         said = predictor_class(summary["kind"]).describe(summary)
         print(f"{done} -> {summary['output']}" + (f"; {said}" if said else ""))

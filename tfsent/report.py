@@ -27,7 +27,8 @@ def report(cfg: DictConfig) -> dict:
     """
     values = {k: v for k, v in to_container(cfg).items() if k not in NOT_OPTIONS}
     summary = build_report(cfg.input, cfg.output, run_dir=cfg.run_dir,
-                           options=spec_from_config(ReportOptions, values, "report"))
+                           options=spec_from_config(ReportOptions, values, "report",
+                                                           also=set(NOT_OPTIONS) - {"hydra"}, prefix=""))
     what = {"documents": f"{summary['documents']:,} documents, {summary['rows']:,} chunks",
             "chunks": f"{summary['rows']:,} chunks", "rows": f"{summary['rows']:,} rows"}.get(summary["kind"],
                                                                                            "training run")

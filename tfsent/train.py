@@ -16,7 +16,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 import tfsent  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
-from tfsent.config import ConfigError, TrainerSpec, spec_from_config, strategy_name, to_container
+from tfsent.config import ConfigError, TrainerSpec, spec_from_config, strategy_name, to_container, unknown_keys
 from tfsent.runtime.cli import hydra_entry
 from tfsent.runtime.paths import check_writable
 
@@ -45,8 +45,7 @@ def train_spec(cfg: DictConfig):
 
     unknown = sorted(set(cfg) - _TOP_LEVEL)
     if unknown:
-        raise ConfigError(f"unknown top-level key(s) {', '.join(unknown)}; train accepts: "
-                          f"{', '.join(sorted(_TOP_LEVEL))}")
+        raise unknown_keys(unknown, _TOP_LEVEL, "train")
     task = task_class(str(cfg.task))
     optimizer = {**(to_container(cfg.optimizer) or {}), **(to_container(cfg.schedule) or {})}
     optimizer.setdefault("total_steps", 1)  # the real count is known once the data is: the task replaces it
@@ -113,7 +112,7 @@ def resume_command(args: list[str], run_dir: str | os.PathLike) -> str:
     return "python -m tfsent.train " + shlex.join(args)
 
 
-@hydra_entry("train")
+@hydra_entry("train", added_groups=("experiment",), run_dir=True)
 def main(cfg: DictConfig) -> float | None:
     """``python -m tfsent.train +experiment=...``: a user's mistake is one ``error:`` line and exit status 2; a
     SIGTERM or SIGINT saves a backup and ends with one line saying how to resume, and the signal's exit status."""

@@ -27,7 +27,7 @@ def test_config_gives_typed_options_with_beam_flags():
 
 
 @pytest.mark.parametrize("override, match", [
-    ("+global_batch=8", r"unknown key\(s\) beam\.global_batch"),
+    ("+global_batch=8", r"^unknown key global_batch \(did you mean global_batch_size\?\)$"),
     ('pipeline_options=["direct_num_workers=2"]', r"pipeline_options: 'direct_num_workers=2' is not a Beam flag"),
 ])
 def test_bad_keys_and_flags_are_config_errors(override, match):

@@ -24,9 +24,10 @@ from tfsent.data.sources import read_records  # noqa: E402
 from tfsent.inference.driver import predict  # noqa: E402
 from tfsent.inference.engine import assign_buckets  # noqa: E402
 from tfsent.inference.options import PredictOptions  # noqa: E402
+from tfsent.inference.predictor import NonFiniteError  # noqa: E402
 from tfsent.inference.outputs import OutputError  # noqa: E402
 
-from helpers.tiny import LABELS, tiny_checkpoint  # noqa: E402
+from helpers.tiny import LABELS, overflowing_checkpoint, tiny_checkpoint  # noqa: E402
 
 PROBS = [f"prob_{n}" for n in LABELS]
 # Blocks of 64 rows: results come back shuffled (Reshuffle, GroupByKey) and are merged from several blocks.
@@ -124,6 +125,17 @@ def test_bad_row_names_file_and_line_and_writes_nothing(ckpt, tmp_path):
     with pytest.raises(DataError, match=r"in\.csv:3: empty text"):
         score(ckpt, tmp_path / "in.csv", tmp_path / "out.csv", BEAM)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv"]
+
+
+def test_a_non_finite_score_names_its_row_and_writes_nothing(tmp_path):
+    ckpt = overflowing_checkpoint(tmp_path / "model")
+    (tmp_path / "in.txt").write_text("profit rose\nmargins held\nsales fell\ncosts rose\n")
+    with pytest.raises(NonFiniteError) as e:
+        score(ckpt, tmp_path / "in.txt", tmp_path / "out.csv", dataclasses.replace(BEAM, packing=False))
+    # Beam adds the step that failed ("[while running 'Score/...']").
+    assert str(e.value).startswith("row 2: the model gave a non-finite probability ([nan, nan, nan]), which is no "
+                                   "score; nothing of the run is written")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "model"]
 
 
 @pytest.mark.parametrize("fixture", ["bert_legacy_bin", "xlm_roberta_sharded_safetensors"])

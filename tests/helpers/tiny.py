@@ -29,3 +29,15 @@ def tiny_checkpoint(directory: pathlib.Path, max_seq_length: int = 128, labels=L
     """``save_pretrained`` of :func:`tiny_classifier` with the MiniLM tokenizer: a checkpoint predict can load."""
     model = tiny_classifier(max_seq_length, labels, seed, **overrides)
     return model.save_pretrained(directory, tokenizer=tokenizer or load_tokenizer("minilm_l6"))
+
+
+def overflowing_checkpoint(directory: pathlib.Path, word: str = "fell") -> pathlib.Path:
+    """A tiny checkpoint (one layer, 64 positions) whose finite embedding of ``word`` overflows: every row holding
+    it scores NaN (its neighbours too where rows are packed into one sequence)."""
+    tokenizer = load_tokenizer("minilm_l6")
+    model = tiny_classifier(64, num_hidden_layers=1)
+    embeddings = model.hf_model.bert.embeddings.weight
+    values = embeddings.numpy()
+    values[tokenizer.convert_tokens_to_ids(word)] = 3e38
+    embeddings.assign(values)
+    return model.save_pretrained(directory, tokenizer=tokenizer)

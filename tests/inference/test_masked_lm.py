@@ -15,6 +15,10 @@ from tfsent.data.manifest import load_manifest
 from tfsent.inference.driver import predict
 from tfsent.inference.masked_lm import summary_path
 from tfsent.inference.options import PredictOptions
+from tfsent.inference.predictor import NonFiniteError
+from tfsent.models import load_tokenizer
+from tfsent.models.masked_lm import load_masked_lm
+from tfsent.runtime.strategy import make_strategy
 import tfsent.predict as predict_entry
 from tfsent.train import train
 
@@ -88,6 +92,29 @@ def test_train_then_evaluate_held_out_text(mlm_model, sentences, tmp_path):
     again = predict(model_dir, path, tmp_path / "again.csv", options)
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "again.csv", keep_default_na=False), frame)
     assert again["loss"] == summary["loss"]
+
+
+def test_a_non_finite_loss_names_its_row(mlm_model, sentences, tmp_path):
+    model_dir, _ = mlm_model
+    path, texts = sentences
+    options = PredictOptions(strategy="cpu", global_batch_size=8, buckets=[16, 32], part_size=16, progress=False)
+    predict(model_dir, path, tmp_path / "clean.csv", options)
+    clean = pd.read_csv(tmp_path / "clean.csv")
+    # A finite position embedding that overflows at the 21st token: rows that long lose NaN (a word's embedding
+    # would reach every row, through the decoder tied to the embeddings).
+    with make_strategy("cpu").scope():
+        model = load_masked_lm(model_dir)
+    positions = model.hf_model.roberta.embeddings.position_embeddings
+    values = positions.numpy()
+    values[model.hf_model.config.pad_token_id + 1 + 20] = 3e38
+    positions.assign(values)
+    model.save_pretrained(tmp_path / "overflow", tokenizer=load_tokenizer(model_dir))
+    hit = clean.index[(clean["n_tokens"] > 20) & (clean["num_masked"] > 0) & (clean.index < 16)]  # in part 0
+    with pytest.raises(NonFiniteError) as e:
+        predict(tmp_path / "overflow", path, tmp_path / "out.csv", options)
+    assert len(hit) > 1 and str(e.value) == (f"row {hit[0]}: the model gave a non-finite loss ([nan]), which is no "
+                                             f"score ({len(hit)} such units in its part); nothing of the run is written")
+    assert not (tmp_path / "out.csv").exists()
 
 
 def test_cli_config_and_bad_inputs(mlm_model, sentences, tmp_path):

@@ -84,13 +84,13 @@ def test_two_shards_then_merge_equal_one_run(tiny_ckpt, tmp_path):
     out = tmp_path / "merged.jsonl"
     one = predict(tiny_ckpt, tmp_path / "in.csv", out, PredictOptions(**KW, id_column="key", num_shards=2,
                                                                       shard_index=1))
-    # 23 rows in parts of 5 = 5 parts: shard 0 takes parts 0-2 (rows 0..14), shard 1 parts 3-4 (rows 15..22).
-    assert (one["lo"], one["hi"], one["rows"]) == (15, 23, 8) and not out.exists()
+    # 23 rows split evenly, whatever the parts: shard 0 takes rows 0..11, shard 1 rows 12..22 (in parts of 5).
+    assert (one["lo"], one["hi"], one["rows"], one["parts"]) == (12, 23, 11, 3) and not out.exists()
     with pytest.raises(OutputError, match=r"shard 0 of 2 is missing: .*merged.jsonl.shard-00000-of-00002.parts"):
         predict(tiny_ckpt, tmp_path / "in.csv", out, PredictOptions(**KW, id_column="key", num_shards=2, merge=True))
     zero = predict(tiny_ckpt, tmp_path / "in.csv", out, PredictOptions(**KW, id_column="key", num_shards=2,
                                                                        shard_index=0))
-    assert (zero["lo"], zero["hi"]) == (0, 15) and not out.exists()
+    assert (zero["lo"], zero["hi"]) == (0, 12) and not out.exists()
     merged = predict(tiny_ckpt, tmp_path / "in.csv", out, PredictOptions(**KW, id_column="key", num_shards=2,
                                                                          merge=True))
     assert merged["rows"] == 23
@@ -154,11 +154,31 @@ def test_two_tf_config_workers_with_multi_worker_strategy_equal_one_process(tiny
     assert not list(tmp_path.glob("*.parts"))
 
 
-def test_more_shards_than_parts_leaves_empty_shards_that_merge(tiny_ckpt, tmp_path):
-    (tmp_path / "in.txt").write_text("".join(f"line {i} about costs\n" for i in range(4)))
+def test_shards_split_the_rows_evenly_whatever_the_part_size(tiny_ckpt, tmp_path):
+    # 7 rows in one part of 100,000: each shard still gets its share.
+    (tmp_path / "in.txt").write_text("".join(f"line {i} about costs\n" for i in range(7)))
     out = tmp_path / "out.csv"
-    for i in (2, 1, 0):  # 4 rows are one part: shards 1 and 2 get nothing
-        summary = predict(tiny_ckpt, tmp_path / "in.txt", out, PredictOptions(**KW, num_shards=3, shard_index=i))
-        assert summary["rows"] == (4 if i == 0 else 0)
+    options = dict(KW, part_size=100_000)
+    slices = [predict(tiny_ckpt, tmp_path / "in.txt", out, PredictOptions(**options, num_shards=3, shard_index=i))
+              for i in (2, 1, 0)]
+    assert [(s["lo"], s["hi"], s["rows"], s["units"]) for s in slices] == [
+        (5, 7, 2, "rows"), (3, 5, 2, "rows"), (0, 3, 3, "rows")]
+    merged = predict(tiny_ckpt, tmp_path / "in.txt", out, PredictOptions(**options, num_shards=3, merge=True))
+    assert merged["rows"] == 7
+    predict(tiny_ckpt, tmp_path / "in.txt", tmp_path / "single.csv", PredictOptions(**options))
+    _same(pd.read_csv(out), pd.read_csv(tmp_path / "single.csv"))
+
+
+def test_a_shard_without_rows_says_so_in_one_line_and_merges(tiny_ckpt, tmp_path, caplog):
+    (tmp_path / "in.txt").write_text("line 0 about costs\nline 1 about sales\n")
+    out = tmp_path / "out.csv"
+    with caplog.at_level("WARNING", logger="tfsent.inference.driver"):
+        empty = predict(tiny_ckpt, tmp_path / "in.txt", out, PredictOptions(**KW, num_shards=3, shard_index=2))
+    assert (empty["lo"], empty["hi"], empty["rows"]) == (2, 2, 0)
+    assert [r.getMessage() for r in caplog.records] == [
+        "shard 2 of 3 has no rows to predict: the input has 2 rows for 3 shards"]
+    for i in (1, 0):
+        assert predict(tiny_ckpt, tmp_path / "in.txt", out, PredictOptions(**KW, num_shards=3,
+                                                                           shard_index=i))["rows"] == 1
     merged = predict(tiny_ckpt, tmp_path / "in.txt", out, PredictOptions(**KW, num_shards=3, merge=True))
-    assert merged["rows"] == 4 and pd.read_csv(out)["row"].tolist() == [0, 1, 2, 3]
+    assert merged["rows"] == 2 and pd.read_csv(out)["row"].tolist() == [0, 1]

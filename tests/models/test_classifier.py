@@ -5,12 +5,15 @@ import json
 
 import numpy as np
 import pytest
+import safetensors.numpy
 import tensorflow as tf
 import tf_keras
 from transformers import TFBertForSequenceClassification
 
-from tfsent.models import (ClassifierSpec, LabelError, PositionError, SequenceClassifier, build_classifier,
-                           load_classifier)
+from tfsent.models import (CheckpointError, ClassifierSpec, LabelError, PositionError, SequenceClassifier,
+                           build_classifier, load_classifier)
+from tfsent.models.classifier import holds_trained_head
+from tfsent.models.loading import read_config
 from tfsent.runtime.strategy import make_strategy
 
 LABELS = ["negative", "neutral", "positive"]
@@ -119,7 +122,6 @@ def test_save_load_round_trip(tmp_path):
 
 
 def test_load_classifier_reads_any_classifier_folder(tmp_path):
-    from tfsent.models import CheckpointError
     with pytest.raises(CheckpointError, match=r"config\.json: missing"):
         load_classifier(tmp_path)
     model = build_classifier(tiny_spec())
@@ -130,15 +132,50 @@ def test_load_classifier_reads_any_classifier_folder(tmp_path):
     foreign = load_classifier(tmp_path / "m")
     assert foreign.label_names == model.label_names
     np.testing.assert_allclose(foreign(feats).numpy(), model(feats).numpy(), atol=1e-6)
-    # A base model has no trained head to score with: one line saying what to do.
-    config = tmp_path / "m" / "config.json"
-    config.write_text(config.read_text().replace("BertForSequenceClassification", "BertModel"))
-    with pytest.raises(CheckpointError, match=r"not a classifier \(architectures: \['BertModel'\]\)"):
-        load_classifier(tmp_path / "m")
-    config.write_text(config.read_text().replace("BertModel", "BertForSequenceClassification"))
     (tmp_path / "m" / "tf_model.h5").write_bytes(b"not hdf5 at all")
-    with pytest.raises(CheckpointError, match=r"tf_model\.h5"):
+    with pytest.raises(CheckpointError, match=r"tf_model\.h5: cannot read weights \(OSError: .*\); the file is "
+                                              r"damaged, cut short or of another format"):
         load_classifier(tmp_path / "m")
+
+
+def test_the_weights_decide_whether_a_folder_is_a_classifier(tmp_path, caplog):
+    # transformers' AutoModelForSequenceClassification scores a folder whose config says BertModel when its weights
+    # hold a trained classifier.* head and its config an id2label; so does tfsent, saying so in one log line.
+    model = build_classifier(tiny_spec(label_names=["Neutral", "Positive", "Negative"]))
+    model.save_pretrained(tmp_path / "m")
+    folder = tmp_path / "m"
+    for name in ("tfsent_model.json", "tf_model.h5"):  # a PyTorch-format folder as transformers writes it
+        (folder / name).unlink()
+    config = folder / "config.json"
+    config.write_text(config.read_text().replace("BertForSequenceClassification", "BertModel"))
+    with caplog.at_level("INFO", logger="tfsent.models"):
+        loaded = load_classifier(folder)
+    said = [r.getMessage() for r in caplog.records if "config.json says architectures" in r.getMessage()]
+    assert said == [f"{folder / 'model.safetensors'}: config.json says architectures ['BertModel'], but the "
+                    "checkpoint holds a trained classifier head (classifier.*): it is used, as transformers "
+                    "would"]
+    assert loaded.label_names == ["Neutral", "Positive", "Negative"]
+    feats = features()
+    np.testing.assert_allclose(loaded(feats).numpy(), model(feats).numpy(), atol=1e-6)
+    # Fine-tuning from it keeps the trained head's order and maps a dataset onto it by name (it took the dataset's
+    # order for a head whose weights it loaded).
+    tuned = build_classifier(ClassifierSpec(source=str(folder), label_names=LABELS, max_seq_length=SEQ))
+    assert tuned.label_names == ["Neutral", "Positive", "Negative"] and tuned.label_map.dataset_to_model == (2, 0, 1)
+    assert holds_trained_head(folder, read_config(folder))
+    # Without the head's weights it is a base model: nothing to score with, one line saying what to do.
+    state = safetensors.numpy.load_file(str(folder / "model.safetensors"))
+    safetensors.numpy.save_file({k: v for k, v in state.items() if not k.startswith("classifier.")},
+                                str(folder / "model.safetensors"), metadata={"format": "pt"})
+    assert not holds_trained_head(folder, read_config(folder))
+    with pytest.raises(CheckpointError, match=r"model\.safetensors: not a classifier \(architectures: "
+                                              r"\['BertModel'\]\); its weights hold no trained classifier head "
+                                              r"\(classifier\.\*\) to score with"):
+        load_classifier(folder)
+    # A config that claims a head does not make one.
+    config.write_text(config.read_text().replace("BertModel", "BertForSequenceClassification"))
+    with pytest.raises(CheckpointError, match=r"not a classifier \(architectures: "
+                                              r"\['BertForSequenceClassification'\]\)"):
+        load_classifier(folder)
 
 
 def test_spec_errors_are_clear():

@@ -64,7 +64,7 @@ def test_duplicate_names_rejected():
 def test_head_labels_new_head_uses_dataset_order():
     base = BertConfig(architectures=["BertModel"])
     assert not has_trained_head(base)
-    m = head_labels(DATASET, base)
+    m = head_labels(DATASET, base, trained=False)
     assert m == LabelMap(tuple(DATASET), tuple(DATASET), (0, 1, 2))
 
 
@@ -72,10 +72,13 @@ def test_head_labels_trained_head_keeps_model_order():
     cfg = BertConfig(architectures=["BertForSequenceClassification"],
                      id2label={0: "Neutral", 1: "Positive", 2: "Negative"})
     assert config_label_names(cfg) == ("Neutral", "Positive", "Negative")
-    assert head_labels(DATASET, cfg).dataset_to_model == (2, 0, 1)
+    assert head_labels(DATASET, cfg, trained=True).dataset_to_model == (2, 0, 1)
+    # The weights decide, not the config's architectures: a BertModel config over a trained head keeps its order.
+    cfg.architectures = ["BertModel"]
+    assert head_labels(DATASET, cfg, trained=True).dataset_to_model == (2, 0, 1)
 
 
 def test_head_labels_trained_head_with_generic_names_fails():
     cfg = BertConfig(architectures=["BertForSequenceClassification"], num_labels=3)
     with pytest.raises(LabelError, match="unnamed labels"):
-        head_labels(DATASET, cfg, model="x/y")
+        head_labels(DATASET, cfg, trained=True, model="x/y")

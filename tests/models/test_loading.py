@@ -13,7 +13,8 @@ from tfsent.models import ClassifierSpec, build_classifier
 from tfsent.data.tokenize import load_tokenizer
 from tfsent.models.loading import CheckpointError, read_config
 from tfsent.models.sources import resolve_source
-from tfsent.models.weights import find_weights, load_weights
+from tfsent.models.weight_files import find_weights
+from tfsent.models.weights import load_weights
 
 LABELS = ["negative", "neutral", "positive"]
 
@@ -88,9 +89,10 @@ def test_corrupt_safetensors_names_the_file(tmp_path, minilm_dir):
 
 def test_damaged_torch_checkpoint_names_the_file(tmp_path, minilm_dir):
     shutil.copy(minilm_dir / "config.json", tmp_path / "config.json")
-    (tmp_path / "pytorch_model.bin").write_bytes(b"PK")
+    (tmp_path / "pytorch_model.bin").write_bytes(b"\x00PK")
     assert find_weights(tmp_path).kind == "bin"
-    with pytest.raises(CheckpointError, match=r"pytorch_model\.bin: not a readable PyTorch checkpoint"):
+    with pytest.raises(CheckpointError, match=r"pytorch_model\.bin: not a readable PyTorch checkpoint "
+                                              r"\(UnpicklingError: invalid load key b'\\x00'\); the file is damaged"):
         build_classifier(ClassifierSpec(source=str(tmp_path), label_names=LABELS, max_seq_length=64))
     with pytest.raises(CheckpointError, match="no weights found"):
         find_weights(tmp_path.parent)
@@ -102,6 +104,19 @@ def test_missing_config_names_the_file(tmp_path):
     (tmp_path / "config.json").write_text("{broken")
     with pytest.raises(CheckpointError, match=r"config\.json: not a readable"):
         read_config(tmp_path)
+    (tmp_path / "config.json").write_text("[" * 100000 + "]" * 100000)
+    with pytest.raises(CheckpointError, match=r"config\.json: not a readable transformers config \(RecursionError: "):
+        read_config(tmp_path)
+    (tmp_path / "config.json").write_text("[]")
+    with pytest.raises(CheckpointError, match=r"config\.json: a JSON list, not a transformers config"):
+        read_config(tmp_path)
+    for value in ('"x"', "-32", "0", "32.0", "true", str(2 ** 40)):
+        (tmp_path / "config.json").write_text(f'{{"model_type": "bert", "hidden_size": {value}}}')
+        with pytest.raises(CheckpointError) as e:
+            read_config(tmp_path)
+        shown = json.loads(value)
+        assert str(e.value) == (f"{tmp_path / 'config.json'}: hidden_size={str(shown)!r} is not a size (a positive "
+                                "integer)")
 
 
 @pytest.mark.parametrize("safe", [False, True])

@@ -104,3 +104,13 @@ def test_a_base_checkpoint_gets_a_new_span_head_and_kinds_are_told_apart(tokeniz
         load_classifier(_save_qa("bert", tmp_path / "qa", tokenizer) and tmp_path / "qa")
     with pytest.raises(CheckpointError, match=r"not a question-answering model \(architectures: \['BertModel'\]\)"):
         load_question_answering(tmp_path / "base")
+
+
+def test_a_base_model_config_over_a_span_head_is_a_qa_model(tokenizer, tmp_path):
+    # transformers decides by the weights present: a config saying BertModel over qa_outputs.* is a QA model.
+    _save_qa("bert", tmp_path / "qa", tokenizer)
+    config = json.loads((tmp_path / "qa" / "config.json").read_text())
+    config["architectures"] = ["BertModel"]
+    (tmp_path / "qa" / "config.json").write_text(json.dumps(config))
+    assert kinds.kind_of(tmp_path / "qa").name == "question_answering"
+    assert load_question_answering(tmp_path / "qa").top_k == 20

@@ -4,6 +4,7 @@ the files tfsent reads are downloaded; a config that asks for remote code is ref
 import json
 import pathlib
 import shutil
+import types
 
 import pandas as pd
 import pytest
@@ -53,8 +54,33 @@ def test_uncached_hub_id_offline_names_the_fetch_command(hub_cache):
     with pytest.raises(CheckpointError) as e:
         resolve_source("acme/absent-model", revision="v1.0")
     msg = str(e.value)
-    assert "'acme/absent-model' at revision 'v1.0'" in msg and "HF_HUB_OFFLINE=1" in msg
-    assert "hf download acme/absent-model --revision v1.0" in msg
+    # Offline, which files the repository holds is not known: the command names the repository alone.
+    assert msg == ("model source 'acme/absent-model' at revision 'v1.0' is neither a local folder nor in the Hugging "
+                   "Face cache, and the hub is offline (HF_HUB_OFFLINE=1): fetch it where there is network with "
+                   "`hf download acme/absent-model --revision v1.0` and copy the Hugging Face cache "
+                   "(~/.cache/huggingface/hub) here, or download into a folder (--local-dir DIR) and set the model "
+                   "source to that folder")
+
+
+def test_a_failed_download_names_the_files_that_repository_needs(hub_cache, monkeypatch):
+    import huggingface_hub
+
+    class Listing:
+        siblings = [types.SimpleNamespace(rfilename=f) for f in ("config.json", "vocab.txt", "pytorch_model.bin",
+                                                                 "flax_model.msgpack", "README.md")]
+
+    def cut(*args, **kwargs):
+        raise ConnectionError("connection reset by peer")
+
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub.HfApi, "model_info", lambda self, *a, **k: Listing())
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", cut)
+    with pytest.raises(CheckpointError) as e:
+        resolve_source("acme/tone")
+    assert ("downloading it from the Hugging Face hub failed (ConnectionError: connection reset by peer); if this "
+            "machine is offline, fetch it where there is network with `hf download acme/tone config.json vocab.txt "
+            "pytorch_model.bin`") in str(e.value)
 
 
 def test_unreachable_hub_is_one_line(hub_cache, monkeypatch):

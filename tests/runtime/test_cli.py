@@ -33,11 +33,20 @@ JOB = textwrap.dedent('''
             raise UserError("bad.csv line 3: the text is empty", hint="remove the row or fill it")
         if cfg.input == "bug":
             raise KeyError("a bug")
+        from tfsent.predict import options_from_config
+        options_from_config(cfg)
         print("ran", cfg.input)
 
     if __name__ == "__main__":
         main()
 ''')
+
+# Every key of conf/predict.yaml: the options and the keys predict reads itself (paths, report, verbose).
+PREDICT_KEYS = ("buckets, ckpt_path, documents, encoding, global_batch_size, id_column, input, input_format, "
+                "jit_compile, keep_columns, keep_text, label_column, label_map, label_names, mask_seed, max_length, "
+                "merge, num_shards, output, output_format, overwrite, packing, part_size, precision, progress, "
+                "report, revision, shard_index, shard_wait_s, split, steps_per_execution, strategy, text_column, "
+                "verbose")
 
 
 def _run(tmp_path: pathlib.Path, *args: str, **env: str) -> subprocess.CompletedProcess:
@@ -50,13 +59,19 @@ def _run(tmp_path: pathlib.Path, *args: str, **env: str) -> subprocess.Completed
 
 
 @pytest.mark.parametrize("args, message, hint", [
-    (["foo=1"], "error: Could not override 'foo'. (Key 'foo' is not in struct)", "hint: to add a new key, use +foo=1"),
+    (["text_colum=text", "ckpt_path=a"], "error: unknown key text_colum (did you mean text_column?)",
+     "hint: predict accepts: " + PREDICT_KEYS),
+    (["+text_colum=text", "ckpt_path=a", "input=b", "output=c"], "error: unknown key text_colum (did you mean "
+     "text_column?)", "hint: predict accepts: " + PREDICT_KEYS),
+    (["documents.mod=tokens"], "error: unknown key documents.mod (did you mean documents.mode?)",
+     "hint: documents accepts: mode, overlap, stride, weight"),
     (["strategy=nope", "ckpt_path=a", "input=b", "output=c"], "error: In 'predict': Could not find 'strategy/nope'",
      "hint: 'strategy' is one of: auto, cpu, mirrored, multi_worker, tpu, virtual_cpu"),
     (["input=x"], "error: ckpt_path, output are required", "hint: set ckpt_path=... output=... on the command line"),
     (["ckpt_path=a", "input=bad", "output=c"], "error: bad.csv line 3: the text is empty",
      "hint: remove the row or fill it"),
-], ids=["unknown-key", "unknown-option", "missing-mandatory", "user-error-in-job"])
+], ids=["unknown-key", "unknown-key-added", "unknown-nested-key", "unknown-option", "missing-mandatory",
+        "user-error-in-job"])
 def test_user_mistakes_are_one_line_and_exit_2(tmp_path, args, message, hint):
     done = _run(tmp_path, *args)
     assert done.returncode == 2, done.stderr
@@ -105,3 +120,43 @@ def test_native_noise_pattern():
     assert not NATIVE_NOISE.search(b"E1203 07:31:25.652000 11102 status.cc:1] x\n")
     assert not NATIVE_NOISE.search(b"Traceback (most recent call last):\n")
     assert not NATIVE_NOISE.search(b"I love this sentence.\n")
+
+
+def test_a_group_outside_the_defaults_is_offered_with_plus(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "tfsent.train", "experiment=finbert_tone_tiny",
+                           f"hydra.run.dir={tmp_path / 'run'}"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-2:] == ["error: experiment is not in train's defaults",
+                                             "hint: add it with +experiment=finbert_tone_tiny"]
+
+
+def test_help_lists_the_groups_and_keys_of_its_own_entry_point(tmp_path):
+    predict = subprocess.run([sys.executable, "-m", "tfsent.predict", "--help"], capture_output=True, text=True,
+                             timeout=300, cwd=tmp_path)
+    assert predict.returncode == 0, predict.stderr
+    lines = predict.stdout.splitlines()
+    assert lines[:5] == ["python -m tfsent.predict key=value ... (conf/predict.yaml)", "",
+                         "Config groups (group=option):",
+                         "  strategy: auto, cpu, mirrored, multi_worker, tpu, virtual_cpu", ""]
+    assert lines[5] == "Keys and their defaults (key=value; ??? is required):"
+    assert "ckpt_path: ???" in lines and "part_size: 100000" in lines
+    train = cli.help_text("train", ("experiment",)).splitlines()
+    assert train[3:12] == ["  callbacks: default",
+                           "  data: csv, phrasebank, phrasebank_66agree, phrasebank_75agree, phrasebank_allagree, "
+                           "phrasebank_allagree_plus, phrasebank_corpus, transcripts_corpus",
+                           "  model: finbert_tone, minilm_l6, roberta_small, tiny_bert, tiny_roberta_mlm",
+                           "  optimizer: adamw", "  paths: default", "  schedule: constant, linear_warmup",
+                           "  strategy: auto, cpu, mirrored, multi_worker, tpu, virtual_cpu", "  trainer: default",
+                           "  +experiment: finbert_tone, finbert_tone_tiny, roberta_mlm, roberta_mlm_tiny"]
+    assert "Config groups" not in cli.help_text("report")
+    assert not list(tmp_path.iterdir())  # help writes nothing
+
+
+def test_doctor_help_says_what_it_does_and_checks_nothing():
+    done = subprocess.run([sys.executable, "-m", "tfsent.doctor", "--help"], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0 and done.stdout.startswith("usage: python -m tfsent.doctor [-h]\n")
+    assert "doctor: " not in done.stdout
+    wrong = subprocess.run([sys.executable, "-m", "tfsent.doctor", "--bogus"], capture_output=True, text=True,
+                           timeout=300)
+    assert wrong.returncode == 2 and "unrecognized arguments: --bogus" in wrong.stderr

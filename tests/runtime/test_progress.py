@@ -1,9 +1,11 @@
 """Progress: Keras's live bar on a terminal and one line per epoch in a file or pipe; the bar ends its line before
-callbacks log; preparation bars only on a terminal and never when turned off; the quiet stderr filter passes a
-bar's redraws on at once."""
+callbacks log; preparation bars only on a terminal and never when turned off; prediction piped gets one line per
+part; the quiet stderr filter passes a bar's redraws on at once."""
 
 import io
 import os
+import re
+import subprocess
 import sys
 
 import numpy as np
@@ -112,3 +114,37 @@ def test_a_native_bar_gets_the_real_stderr_and_filtering_resumes_after():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, check=True,
                           env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     assert done.stderr == b"W1203 10:00:00.2 1 b.cc:2] a native bar draws here\nkept\n"
+
+
+def test_quiet_filter_drops_a_beam_workers_start_up_lines():
+    read_fd, write_fd = os.pipe()
+    filt = NativeLogFilter()
+    try:
+        held = filt._forward(b"INFO:__main__:Logging handler created.\nWARNING:root:apitools not found, and\n"
+                             b"TensorFlow and JAX classes are deprecated and will be removed\nerror: kept\n"
+                             b"WARNING:apache_beam.options.pipeline_options:Disc", write_fd)
+        assert held == b"WARNING:apache_beam.options.pipeline_options:Disc" and os.read(read_fd, 1000) == (
+            b"error: kept\n")
+        assert filt._forward(held + b"arding\nERROR:root:a worker failed\n", write_fd) == b""
+        assert os.read(read_fd, 1000) == b"ERROR:root:a worker failed\n"
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
+
+
+def test_prediction_piped_gets_one_line_per_part_and_one_summary(tmp_path):
+    from helpers.tiny import tiny_checkpoint
+
+    ckpt = tiny_checkpoint(tmp_path / "model", max_seq_length=32)
+    (tmp_path / "in.txt").write_text("".join(f"sentence {i} on margins\n" for i in range(10)))
+    env = {k: v for k, v in os.environ.items() if k not in ("HYDRA_FULL_ERROR", "TF_CPP_MIN_LOG_LEVEL")}
+    done = subprocess.run([sys.executable, "-m", "tfsent.predict", f"ckpt_path={ckpt}", "input=in.txt",
+                           "output=out.csv", "strategy=cpu", "global_batch_size=4", "part_size=4"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "\r" not in done.stderr + done.stdout
+    assert [re.sub(r"\([\d.]+ s\)", "(s)", line) for line in done.stderr.splitlines()] == [
+        "predict (classifier): part 1 done, 4 rows (s)", "predict (classifier): part 2 done, 8 rows (s)",
+        "predict (classifier): part 3 done, 10 rows (s)"]
+    assert re.fullmatch(r"predict: 10 rows in [\d.]+ s \([\d.]+ rows/s\) -> out\.csv; labels \{.*\}\n", done.stdout)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "model", "out.csv", "out.run.json"]

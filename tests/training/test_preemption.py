@@ -21,7 +21,7 @@ import tf_keras
 
 from tfsent.runtime.strategy import make_strategy
 from tfsent.train import resume_command
-from tfsent.training.callbacks import StepBackupAndRestore, resume_point, CallbackSpec
+from tfsent.training.callbacks import CallbackSpec, ResumePoint, StepBackupAndRestore, resume_point
 from tfsent.training.preemption import (SIGNALS, StopRequest, TrainingInterrupted, agree_to_stop, all_reduce_sum,
                                         stop_agreement, stop_on_signals)
 
@@ -82,7 +82,10 @@ def test_sigterm_saves_the_current_step_and_the_rerun_resumes_right_after_it(tmp
     assert signal.getsignal(signal.SIGTERM) is before  # the handlers live only as long as fit()
     assert _backup_state(backup_dir) == (1, 1)
     assert read_step(tf.train.latest_checkpoint(str(backup_dir / "chief"))) == 8
-    assert resume_point(CallbackSpec(backup_save_freq=save_freq), backup_dir.parent, STEPS_PER_EPOCH) == (1, 2, 8)
+    point = resume_point(CallbackSpec(backup_save_freq=save_freq), backup_dir.parent, STEPS_PER_EPOCH)
+    assert point == (1, 2, 8)
+    # Numbered like the stop ("in epoch 2") and like Keras's "Epoch 2/3" that follows.
+    assert point.describe(STEPS_PER_EPOCH) == "resuming in epoch 2 at step 3 of 6 (8 training steps done)"
 
     resumed = _fit(strategy, backup_dir, save_freq)
     assert int(resumed.optimizer.iterations.numpy()) == EPOCHS * STEPS_PER_EPOCH
@@ -97,7 +100,10 @@ def test_sigint_on_the_last_step_of_an_epoch_stops_after_that_epoch_is_complete(
         _fit(make_strategy("cpu"), backup_dir, "epoch", send_at=STEPS_PER_EPOCH, sig=signal.SIGINT)
     assert (info.value.signum, info.value.steps_done, info.value.exit_status) == (signal.SIGINT, 6, 130)
     assert _backup_state(backup_dir) == (0, STEPS_PER_EPOCH - 1)  # the epoch is done: the re-run starts epoch 2
-    assert resume_point(CallbackSpec(), backup_dir.parent, STEPS_PER_EPOCH) == (1, 0, 6)
+    point = resume_point(CallbackSpec(), backup_dir.parent, STEPS_PER_EPOCH)
+    assert point == (1, 0, 6)
+    assert str(info.value).startswith("stopped by SIGINT in epoch 1 after 6 training steps")
+    assert point.describe(STEPS_PER_EPOCH) == "resuming at the start of epoch 2 (6 training steps done)"
 
 
 def test_a_second_signal_does_not_wait_for_the_backup():
@@ -220,7 +226,8 @@ def test_sigterm_during_tiny_training_exits_143_with_the_resume_command_and_the_
         assert wait_all(procs, 900, logs) == [0], tails(logs)
     second = logs[1].read_text()
     epoch, step = divmod(steps, 40)
-    assert f"resuming at epoch {epoch}, step {step} ({steps} steps done)" in second, tails(logs)
+    assert ResumePoint(epoch, step, steps).describe(40) in second, tails(logs)
+    assert f"Epoch {epoch + 1}/3" in second and f"Epoch {epoch}/3" not in second, tails(logs)
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["updates"] == 3 * 40
     assert read_step(tf.train.latest_checkpoint(str(run / "checkpoints" / "last"))) == 3 * 40
@@ -275,8 +282,7 @@ def test_sigterm_to_the_non_chief_worker_stops_both_at_one_agreed_step_and_the_r
         assert wait_all(procs, 1200, logs) == [0, 0], tails(logs)
     start_epoch, start_step = divmod(steps, 30)
     for log in logs[3:]:
-        assert f"resuming at epoch {start_epoch}, step {start_step} ({steps} steps done)" in log.read_text(), tails(
-            logs)
+        assert ResumePoint(start_epoch, start_step, steps).describe(30) in log.read_text(), tails(logs)
     assert epoch == start_epoch + (start_step > 0)
     chief, ref = json.loads((run / "metrics.json").read_text()), json.loads((single / "metrics.json").read_text())
     assert chief["updates"] == ref["updates"] == 2 * 30 and chief["replicas"] == 2

@@ -7,9 +7,12 @@ The only reader of the ``beam`` ``DictConfig`` (``conf/beam.yaml``): :func:`run`
 
 from __future__ import annotations
 
+import dataclasses
+
 from omegaconf import DictConfig
 
 from tfsent.beam.options import BeamOptions
+from tfsent.beam.runner import quiet_beam
 from tfsent.config import require, scoring_options
 from tfsent.errors import UserError
 from tfsent.inference.predictor import predictor_class
@@ -38,6 +41,8 @@ def run(cfg: DictConfig) -> dict:
         UserError: apache-beam is not installed (the base install leaves it out).
     """
     options = options_from_config(cfg)
+    options = dataclasses.replace(options, pipeline_options=quiet_beam(bool(cfg.get("verbose", False)),
+                                                                       options.pipeline_options))
     try:
         from tfsent.beam.pipeline import score
     except ModuleNotFoundError as e:

@@ -38,8 +38,8 @@ from tfsent.inference.predictor import Predictor, kind_of, load_predictor
 from tfsent.inference.question_answering import windowing
 from tfsent.inference.tokens import TokenRows
 from tfsent.models.classifier import describe as classifier_facts
-from tfsent.models.loading import CheckpointError, model_max_length, read_config
-from tfsent.models.question_answering import describe as qa_facts
+from tfsent.models.loading import CheckpointError, read_config, sequence_length
+from tfsent.models.question_answering import describe as qa_facts, window
 from tfsent.runtime.precision import set_policy
 
 log = logging.getLogger(__name__)
@@ -80,14 +80,13 @@ def describe(ckpt_path: str, buckets: Sequence[int], max_length: int | None,
     kind = kind_of(local)
     if kind == "question_answering":
         facts = qa_facts(local)
-        length, stride = windowing(facts, max_length, qa.doc_stride)
+        length, stride = windowing(*window(facts), facts.config, max_length, qa.doc_stride)
         return ModelFacts(facts.features, bucket_lengths(buckets, length), (), kind, stride)
     if kind != "classifier":
         raise CheckpointError(f"{ckpt_path}: a masked-LM checkpoint; tfsent.beam scores classifiers and "
                               "question-answering models (evaluate a masked LM with tfsent.predict)")
     facts = classifier_facts(local, label_names=label_names)
-    limit = model_max_length(read_config(local))
-    cap = limit if max_length is None else min(max_length, limit)
+    cap = sequence_length(facts.max_seq_length, read_config(local), max_length)
     return ModelFacts(facts.features, bucket_lengths(buckets, cap), facts.label_names)
 
 
@@ -201,8 +200,12 @@ class PredictorHandler(ModelHandler):
             out = predict_bucketed(model.predictor.model, model.strategy, tokens, buckets=self._facts.lengths,
                                    global_batch_size=self._batch, pad_values=model.predictor.pad_values,
                                    packing=model.packing)
-        columns = out if model.predictor.groups_rows else model.predictor.columns(out, tokens,
-                                                                                   with_truncated=not self._documents)
+        if model.predictor.groups_rows:  # each window's own outputs: the writer picks answers per question
+            columns = out
+        else:
+            source = {k: [u.columns[k] for u in slab] for k in ("row", "id", "doc_id", "chunk_id")
+                      if k in slab[0].columns}  # what names a unit in an error
+            columns = model.predictor.columns(out, tokens, with_truncated=not self._documents, source=source)
         return [{k: columns[k][i] for k in columns} for i in range(len(slab))]
 
     def get_metrics_namespace(self) -> str:

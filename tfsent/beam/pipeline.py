@@ -33,6 +33,7 @@ from tfsent.beam import files
 from tfsent.beam.handler import SLAB_BATCHES, BucketBatches, ModelFacts, PredictorHandler, describe
 from tfsent.beam.options import BeamOptions
 from tfsent.beam.read import ReadUnits, document_id, document_name, list_documents
+from tfsent.beam.runner import pipeline_runner
 from tfsent.beam.write import MergeBlocks, WriteBlocks, chunks_path
 from tfsent.data.errors import DataError
 from tfsent.errors import UserError
@@ -184,7 +185,8 @@ def score(ckpt_path: str, input: str, output: str, options: BeamOptions = BeamOp
     """
     start = time.perf_counter()
     ckpt_path, input, output = str(ckpt_path), str(input), str(output)
-    pipeline = beam.Pipeline(options=PipelineOptions([f"--runner={options.runner}", *options.pipeline_options]))
+    beam_options = PipelineOptions([f"--runner={options.runner}", *options.pipeline_options])
+    pipeline = beam.Pipeline(runner=pipeline_runner(options.runner, beam_options), options=beam_options)
     plan = build(pipeline, ckpt_path, input, output, options)
     try:
         result = pipeline.run()

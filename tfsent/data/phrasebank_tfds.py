@@ -7,7 +7,8 @@ Importing this module registers the builder, after which ``tfds.load`` works off
                    builder_kwargs={"source_dir": "data/financial_phrasebank"})
 
 The source folder is ``source_dir`` if given, else the TFDS manual folder (``download_config.manual_dir``) when
-it holds the files, else the repository's ``data/financial_phrasebank``. The release has no official split, so
+it holds the files, else the copy tfsent ships (``financial_phrasebank`` in :func:`tfsent.config.data_dir`: the
+repository's ``data/``, or the installed package's ``datasets/``). The release has no official split, so
 there is one ``train`` split in file order; carve validation/test with ``tfds.Split`` slicing or use
 ``tfsent.prepare`` (stratified, seeded).
 """
@@ -19,9 +20,9 @@ import pathlib
 import tensorflow_datasets as tfds
 from etils import epath
 
+from tfsent.config import data_dir
 from tfsent.data.sources import PHRASEBANK_LABELS, read_records
 
-REPO_SOURCE = pathlib.Path(__file__).resolve().parents[2] / "data" / "financial_phrasebank"
 
 _CITATION = """@article{malo2014good,
   title={Good debt or bad debt: Detecting semantic orientations in economic texts},
@@ -83,7 +84,7 @@ class FinancialPhrasebank(tfds.core.GeneratorBasedBuilder):
             manual = None
         if manual is not None and (manual / self.builder_config.filename).is_file():
             return manual
-        return REPO_SOURCE
+        return data_dir() / "financial_phrasebank"
 
     def _split_generators(self, dl_manager: tfds.download.DownloadManager):
         return {"train": self._generate_examples(self._folder(dl_manager) / self.builder_config.filename)}

@@ -137,7 +137,8 @@ def prepare_classification(spec: ClassificationDataSpec, tokenizer: Any, out_dir
 def _read(spec: ClassificationDataSpec, path, label_names):
     """The rows of ``path`` read as the spec says (format, columns, encoding); ``spec.path`` and its extra file alike."""
     return read_records(path, spec.format, text_column=spec.text_column, label_column=spec.label_column,
-                        id_column=spec.id_column, encoding=spec.encoding, label_names=label_names)
+                        id_column=spec.id_column, encoding=spec.encoding, label_names=label_names,
+                        encoding_key="data.encoding")
 
 
 def _extra_train(spec: ClassificationDataSpec, records, label_names, fractions) -> list:

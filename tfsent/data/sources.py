@@ -63,7 +63,8 @@ class Record:
 
 def read_records(path: str | pathlib.Path, fmt: str, *, text_column: str = "text",
                  label_column: str | None = "label", id_column: str | None = None, encoding: str | None = None,
-                 label_names: Sequence[str] | None = None, keep_columns: Sequence[str] = ()) -> list[Record]:
+                 label_names: Sequence[str] | None = None, keep_columns: Sequence[str] = (),
+                 encoding_key: str = "encoding") -> list[Record]:
     """Read every example of a source file, in file order (see :func:`iter_records` for the arguments).
 
     Returns:
@@ -73,13 +74,14 @@ def read_records(path: str | pathlib.Path, fmt: str, *, text_column: str = "text
         DataError: see :func:`iter_records`.
     """
     return list(iter_records(path, fmt, text_column=text_column, label_column=label_column, id_column=id_column,
-                             encoding=encoding, label_names=label_names, keep_columns=keep_columns))
+                             encoding=encoding, label_names=label_names, keep_columns=keep_columns,
+                             encoding_key=encoding_key))
 
 
 def iter_records(path: str | pathlib.Path, fmt: str, *, text_column: str = "text",
                  label_column: str | None = "label", id_column: str | None = None, encoding: str | None = None,
                  label_names: Sequence[str] | None = None, keep_columns: Sequence[str] = (),
-                 batch_rows: int = 8192) -> Iterator[Record]:
+                 batch_rows: int = 8192, encoding_key: str = "encoding") -> Iterator[Record]:
     """Stream the examples of a source file, in file order, checking each as it is read.
 
     Args:
@@ -93,6 +95,8 @@ def iter_records(path: str | pathlib.Path, fmt: str, *, text_column: str = "text
             negative/neutral/positive.
         keep_columns: more columns / keys whose values are kept in ``Record.kept`` (csv, jsonl, parquet).
         batch_rows: rows per Parquet read (Parquet is read a batch of a row group at a time).
+        encoding_key: the setting that names ``encoding`` (``data.encoding`` in training), for the message of a
+            file that does not decode.
 
     Yields:
         The records, in the order of the file.
@@ -117,7 +121,7 @@ def iter_records(path: str | pathlib.Path, fmt: str, *, text_column: str = "text
     if fmt == "parquet":
         records = _read_parquet(path, text_column, label_column, id_column, batch_rows, keep)
     else:
-        lines = _lines(path, encoding or _DEFAULT_ENCODING[fmt])
+        lines = _lines(path, encoding or _DEFAULT_ENCODING[fmt], encoding_key)
         reader = {"phrasebank": _read_phrasebank, "csv": _read_csv, "jsonl": _read_jsonl, "text": _read_text}[fmt]
         records = reader(path, lines, text_column=text_column, label_column=label_column, id_column=id_column,
                          keep=keep)
@@ -157,7 +161,15 @@ def _has_content(f) -> bool:
     return False
 
 
-def _lines(path: pathlib.Path, encoding: str) -> Iterator[tuple[int, str]]:
+def decode_error(path: pathlib.Path, line: int, raw: bytes, error: UnicodeDecodeError, offset: int, encoding: str,
+                 key: str) -> DataError:
+    """A file's bytes that do not decode: the file, line, byte and offset, and the setting that fixes it."""
+    return DataError(f"{path}:{line}: cannot decode byte {raw[error.start:error.start + 1]!r} at byte offset "
+                     f"{offset + error.start} as {encoding}; name the file's encoding with {key}=... (e.g. "
+                     f"{key}=latin-1)")
+
+
+def _lines(path: pathlib.Path, encoding: str, key: str = "encoding") -> Iterator[tuple[int, str]]:
     """``(line number, decoded line with its terminator)``, one line at a time.
 
     Lines are split on ``\\n`` bytes only (``str.splitlines`` would also break on ``\\x1c``-``\\x1e``, ``\\x85`` and
@@ -184,8 +196,7 @@ def _lines(path: pathlib.Path, encoding: str) -> Iterator[tuple[int, str]]:
             try:
                 line = raw.decode(encoding)
             except UnicodeDecodeError as e:
-                raise DataError(f"{path}:{number}: cannot decode byte {raw[e.start:e.start + 1]!r} at byte offset "
-                                f"{offset + e.start} as {encoding} (pass the right encoding)") from None
+                raise decode_error(path, number, raw, e, offset, encoding, key) from None
             offset += len(raw)
             yield number, line
 

@@ -14,10 +14,9 @@ import pandas as pd
 import tensorflow as tf
 
 from tfsent.inference.packing import Packing
-from tfsent.inference.predictor import Predictor, Summary, compiled
+from tfsent.inference.predictor import Predictor, Summary, check_finite, compiled
 from tfsent.inference.tokens import TokenRows
 from tfsent.models import load_classifier, load_tokenizer
-from tfsent.models.loading import model_max_length
 
 
 class ClassifierSummary(Summary):
@@ -41,8 +40,7 @@ class ClassifierPredictor(Predictor):
         self.tokenizer = load_tokenizer(ckpt_path)
         self.model = compiled(strategy, lambda: load_classifier(ckpt_path, label_names=options.label_names),
                               jit_compile=jit_compile, steps_per_execution=steps_per_execution)
-        limit = model_max_length(self.model.hf_model.config)
-        self.max_length = limit if max_length is None else min(max_length, limit)
+        self.max_length = self.model.sequence_length(max_length)
         self.features = self.model.features
         self.pad_values = {"input_ids": self.tokenizer.pad_token_id or 0}
         self.label_names = list(self.model.label_names)
@@ -54,7 +52,9 @@ class ClassifierPredictor(Predictor):
     def empty_outputs(self) -> dict[str, np.ndarray]:
         return {"label_id": np.zeros(0, np.int32), "probs": np.zeros((0, len(self.label_names)), np.float32)}
 
-    def columns(self, out, tokens: TokenRows, *, with_truncated: bool) -> dict:
+    def columns(self, out, tokens: TokenRows, *, with_truncated: bool, source) -> dict:
+        # predict_step makes a row's probabilities NaN where a logit is not finite, so this checks both.
+        check_finite(out["probs"], "probability", source)
         label_id = out["label_id"].astype(np.int64)
         cols = {"n_tokens": tokens.lengths, "label": [self.label_names[i] for i in label_id], "label_id": label_id}
         cols.update({f"prob_{n}": out["probs"][:, k].astype(np.float64) for k, n in enumerate(self.label_names)})

@@ -43,7 +43,7 @@ from tfsent.inference.parts import PartInfo, PartStore, mark_merging, merged_int
 from tfsent.inference.predictor import Predictor, kind_of, load_predictor, predictor_class
 from tfsent.inference.stream import PartJob, jobs, prefetch
 from tfsent.models.sources import check_checkpoint, resolve_source
-from tfsent.runtime import execution, paths
+from tfsent.runtime import execution, paths, progress
 from tfsent.runtime.memory import steady_heap
 from tfsent.runtime.strategy import is_tpu
 from tfsent.runtime.strategy import check_global_batch, make_strategy
@@ -209,7 +209,10 @@ def _predict_locked(ckpt_path: pathlib.Path, input: pathlib.Path, output: pathli
     lo, hi, total = 0, None, None
     if shard.count > 1:
         total = source.count()
-        lo, hi = _slice(total, shard, source.kind, options.part_size)
+        lo, hi = _slice(total, shard, kind, options.part_size)
+        if lo == hi:
+            log.warning("shard %d of %d has no %s to predict: %s", shard.index, shard.count, _units(source.kind),
+                        _why_empty(total, shard, kind, source.kind, options.part_size))
     run = _run_parts(predictor, strategy, source, store, lengths, options, lo, hi)
     if (total if shard.count > 1 else run["rows"]) == 0:
         raise DataError(f"{input}: nothing to predict (no rows or chunks)")
@@ -217,10 +220,9 @@ def _predict_locked(ckpt_path: pathlib.Path, input: pathlib.Path, output: pathli
                "replicas": strategy.num_replicas_in_sync}
     if shard.count > 1:
         sharded.mark_complete(folder, lo, run["end"], total, run["parts"])
-        summary.update(shard=shard.index, shards=shard.count, lo=lo, hi=run["end"], rows=run["rows"])
+        summary.update(shard=shard.index, shards=shard.count, lo=lo, hi=run["end"], rows=run["rows"],
+                       units=_units(source.kind), parts_folder=str(folder))
         if not shard.merges:
-            log.info("shard %d of %d: units %d..%d predicted into %s", shard.index, shard.count, lo,
-                     run["end"] - 1, folder)
             return _finish(summary, start)
         stores = sharded.check_shards(output, shard.count, fp, wait_s=options.shard_wait_s)
         mark_merging(folder, output)
@@ -259,13 +261,31 @@ def load_with_options(ckpt_path: str | os.PathLike, strategy, steps_per_executio
                           steps_per_execution=steps_per_execution, options=options)
 
 
-def _slice(total: int, shard: _Shard, source_kind: str, part_size: int) -> tuple[int, int]:
-    if source_kind == "documents":
+def _slice(total: int, shard: _Shard, kind: str, part_size: int) -> tuple[int, int]:
+    """Units ``[lo, hi)`` of a shard: an even share of the rows (or documents, or questions), whatever ``part_size``
+    is.
+
+    A classifier scores each row on its own and a QA model each question, so any cut gives the one-process results
+    (within float noise, as batches differ). A masked LM's masks are drawn per batch, so its shards take whole parts
+    of the one-process run: the same batches, the same masks.
+    """
+    if kind != "masked_lm":
         return sharded.shard_bounds(total, shard.count, shard.index)
-    # Whole parts of the one-process run: the same parts give the same rows (and the same masked-LM masks).
     n_parts = -(-total // part_size)
     p_lo, p_hi = sharded.shard_bounds(n_parts, shard.count, shard.index)
     return min(total, p_lo * part_size), min(total, p_hi * part_size)
+
+
+def _units(source_kind: str) -> str:
+    return {"documents": "documents", "questions": "questions"}.get(source_kind, "rows")
+
+
+def _why_empty(total: int, shard: _Shard, kind: str, source_kind: str, part_size: int) -> str:
+    if kind == "masked_lm":
+        return (f"the input's {total} rows make {-(-total // part_size)} part(s) of part_size={part_size}, and a "
+                f"masked LM's shards take whole parts (its masks are drawn per batch); lower part_size to spread "
+                f"them over {shard.count} shards")
+    return f"the input has {total} {_units(source_kind)} for {shard.count} shards"
 
 
 def _finish(summary: dict, start: float, kind: str | None = None, output: pathlib.Path | None = None) -> dict:
@@ -277,20 +297,20 @@ def _finish(summary: dict, start: float, kind: str | None = None, output: pathli
     if kind is not None:
         summary["kind"] = kind
         predictor_class(kind).finish(summary, output)
-    log.info("predicted %d rows in %.1f s (%.1f rows/s)%s", rows, seconds, summary["rows_per_second"],
-             f" -> {output}" if output else "")
+    # The entry point prints the summary: logged as well, it showed twice.
+    log.debug("predicted %d rows in %.1f s (%.1f rows/s)%s", rows, seconds, summary["rows_per_second"],
+              f" -> {output}" if output else "")
     return summary
 
 
 def _run_parts(predictor: Predictor, strategy, source, store: PartStore, lengths, options: PredictOptions,
                lo: int, hi: int | None) -> dict:
-    from tqdm.auto import tqdm
-
     skipped = parts = rows = 0
     end = lo
     map_fn = predictor.map_fn()
     packing = predictor.packing(options.packing)
-    with tqdm(unit="row", disable=not options.progress, desc=f"predict ({predictor.kind})") as bar:
+    with progress.steps(desc=f"predict ({predictor.kind})", unit="row", step="part",
+                        progress=options.progress) as bar:
         for job in prefetch(jobs(predictor, source, store, lengths, options, lo, hi)):
             parts += 1
             if isinstance(job, PartInfo):

@@ -67,10 +67,11 @@ def export_saved_model(model, export_dir: str | os.PathLike, tokenizer=None, *, 
 
     Args:
         model: a model with a head (``SequenceClassifier``, ``QuestionAnswerer``: ``serving_outputs``,
-            ``serving_meta``, ``features``, ``arch``).
+            ``serving_meta``, ``features``, ``arch``, ``sequence_length``).
         export_dir: the folder to create.
         tokenizer: saved to ``export_dir/tokenizer`` when given.
-        max_length: recorded in ``tfsent_export.json`` (default: the model's ``max_seq_length``).
+        max_length: recorded in ``tfsent_export.json``; None: the model's own (``sequence_length``), as the raw-text
+            export truncates at.
         overwrite: replace an existing ``export_dir`` that tfsent exported (it holds ``tfsent_export.json``).
 
     Returns:
@@ -83,8 +84,8 @@ def export_saved_model(model, export_dir: str | os.PathLike, tokenizer=None, *, 
     module = _Serving(model, with_types)
     meta = {"format": EXPORT_FORMAT, **model.serving_meta(),
             "inputs": ["input_ids", "attention_mask"] + (["token_type_ids"] if with_types else []),
-            "arch": getattr(model, "arch", None),
-            "max_length": int(max_length or getattr(model, "max_seq_length", 0) or 0), "precision": precision(model),
+            "arch": getattr(model, "arch", None), "max_length": model.sequence_length(max_length),
+            "precision": precision(model),
             "tokenization": "outside the graph: use the files in tokenizer/ (transformers AutoTokenizer)"}
     with atomic.directory(export_dir, overwrite=overwrite, marker=EXPORT_META, marker_format=EXPORT_FORMAT) as tmp:
         tf.saved_model.save(module, str(tmp), signatures={"serving_default": module.serve})

@@ -31,7 +31,7 @@ import tensorflow as tf
 from tfsent.data.errors import DataError
 from tfsent.data.features import parse_fn
 from tfsent.data.manifest import load_manifest
-from tfsent.data.sources import SUFFIX_FORMATS, Record, check_readable, iter_records
+from tfsent.data.sources import SUFFIX_FORMATS, Record, check_readable, decode_error, iter_records
 from tfsent.inference.evaluation import scan_parquet_labels, unknown_label
 
 log = logging.getLogger(__name__)
@@ -190,9 +190,7 @@ def read_document(path: pathlib.Path, encoding: str = "utf-8") -> str:
     try:
         return raw.decode(encoding)
     except UnicodeDecodeError as e:
-        line = raw.count(b"\n", 0, e.start) + 1
-        raise DataError(f"{path}:{line}: cannot decode byte {raw[e.start:e.start + 1]!r} at byte offset {e.start} "
-                        f"as {encoding}") from None
+        raise decode_error(path, raw.count(b"\n", 0, e.start) + 1, raw, e, 0, encoding, "encoding") from None
     except LookupError:
         raise DataError(f"{path}: unknown encoding {encoding!r}") from None
 

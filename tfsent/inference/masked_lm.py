@@ -24,7 +24,7 @@ import tensorflow as tf
 
 from tfsent.data.errors import DataError
 from tfsent.data.masking import IGNORE_INDEX, MaskingSpec, masking_map_fn
-from tfsent.inference.predictor import Predictor, Summary, compiled
+from tfsent.inference.predictor import Predictor, Summary, check_finite, compiled
 from tfsent.inference.tokens import TokenRows
 from tfsent.models import load_tokenizer
 from tfsent.models.masked_lm import load_masked_lm
@@ -89,7 +89,8 @@ class MaskedLMPredictor(Predictor):
     def _tokens(self, ids: np.ndarray, keep: np.ndarray) -> str:
         return " ".join(self.tokenizer.convert_ids_to_tokens([int(i) for i in ids[keep]]))
 
-    def columns(self, out, tokens: TokenRows, *, with_truncated: bool) -> dict:
+    def columns(self, out, tokens: TokenRows, *, with_truncated: bool, source) -> dict:
+        check_finite(out["loss"], "loss", source)  # a non-finite logit at a masked position makes it so
         real = out["labels"] != IGNORE_INDEX
         n = len(tokens)
         return {"n_tokens": tokens.lengths, "truncated": tokens.truncated,

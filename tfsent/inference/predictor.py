@@ -22,10 +22,53 @@ import tf_keras
 
 from tfsent.config import ConfigError
 from tfsent.data.errors import DataError
+from tfsent.errors import UserError
 from tfsent.inference.packing import Packing
 from tfsent.inference.tokens import TokenRows
 from tfsent.models import kinds
 from tfsent.runtime.strategy import jit_compile_supported
+
+
+class NonFiniteError(UserError):
+    """A model output that is NaN or infinite where a score belongs: the run stops naming the row, and nothing of
+    it is written."""
+
+
+def unit_name(source: Mapping[str, Sequence], i: int) -> str:
+    """How a message names unit ``i`` of a part: ``row 17`` (its input position, the output's ``row``), with its
+    ``id`` or ``example_id`` where the input has one, or ``document 'a.txt' chunk 3``."""
+    if "doc_id" in source:
+        return f"document {_plain(source['doc_id'][i])!r} chunk {int(source['chunk_id'][i])}"
+    names = [f"row {int(source['row'][i])}"] if "row" in source else [f"unit {i} of its part"]
+    names += [f"{key} {_plain(source[key][i])!r}" for key in ("id", "example_id") if key in source]
+    return ", ".join(names)
+
+
+def _plain(value):
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def check_finite(values: np.ndarray, what: str, source: Mapping[str, Sequence]) -> None:
+    """Raise :class:`NonFiniteError` naming the first unit whose ``values`` (one row per unit) hold a NaN or an
+    infinity.
+
+    Args:
+        values: ``[units, ...]`` scores.
+        what: what they are, for the message (``probability``, ``loss``).
+        source: the part's own columns (see :meth:`Predictor.columns`).
+    """
+    if not len(values):
+        return
+    finite = np.isfinite(values).reshape(len(values), -1).all(axis=1)
+    if finite.all():
+        return
+    bad = np.flatnonzero(~finite)
+    raise NonFiniteError(
+        f"{unit_name(source, int(bad[0]))}: the model gave a non-finite {what} "
+        f"({np.asarray(values[bad[0]]).ravel().tolist()[:8]}), which is no score"
+        f"{f' ({len(bad)} such units in its part)' if len(bad) > 1 else ''}; nothing of the run is written",
+        hint="the weights overflow on this input (with precision bfloat16 or float16, try precision=float32); "
+             "packed rows share a sequence, so packing=false names the very row")
 
 
 class Summary(abc.ABC):
@@ -130,15 +173,27 @@ class Predictor(abc.ABC):
     def empty_outputs(self) -> dict[str, np.ndarray]:
         """The engine's outputs for zero rows (a part of documents without text has no chunk to predict)."""
 
-    def columns(self, out: Mapping[str, np.ndarray], tokens: TokenRows, *, with_truncated: bool) -> dict:
+    def columns(self, out: Mapping[str, np.ndarray], tokens: TokenRows, *, with_truncated: bool,
+                source: Mapping[str, Sequence]) -> dict:
         """Output columns of one part, in order, from the engine's outputs for its rows (a kind whose output rows
-        are its units implements this; one that groups rows implements :meth:`frame`)."""
+        are its units implements this; one that groups rows implements :meth:`frame`).
+
+        Args:
+            out: the engine's outputs, one row per unit.
+            tokens: the units' tokens.
+            with_truncated: add the ``truncated`` column (rows; document chunks are never truncated).
+            source: the part's own columns (``row``, ``id``, ``example_id``; or ``doc_id``, ``chunk_id``), which
+                name a unit in an error (:func:`unit_name`).
+
+        Raises:
+            NonFiniteError: a score that is NaN or infinite (never written as an empty cell).
+        """
         raise NotImplementedError(f"{type(self).__name__} implements neither columns() nor frame()")
 
     def frame(self, out: Mapping[str, np.ndarray], job) -> pd.DataFrame:
         """A part's output table: the source's columns, then :meth:`columns` of the engine's outputs."""
         cols = dict(job.columns)
-        cols.update(self.columns(out, job.tokens, with_truncated=job.with_truncated))
+        cols.update(self.columns(out, job.tokens, with_truncated=job.with_truncated, source=job.columns))
         return pd.DataFrame(cols)
 
     @staticmethod

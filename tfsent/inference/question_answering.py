@@ -24,41 +24,34 @@ import numpy as np
 import pandas as pd
 import tensorflow as tf
 
-from tfsent.data.errors import DataError
 from tfsent.data.qa_windows import QAWindows, build_windows
 from tfsent.data.squad import QAExample
 from tfsent.inference.options import QAOptions
-from tfsent.inference.predictor import Predictor, Summary, compiled
+from tfsent.inference.predictor import Predictor, Summary, check_finite, compiled
 from tfsent.inference.qa_inputs import open_questions
 from tfsent.inference.spans import SpanOptions, predict_answers, snippet
 from tfsent.inference.squad_metrics import score_question, squad_scores
 from tfsent.inference.tokens import TokenRows
 from tfsent.models import load_tokenizer
-from tfsent.models.loading import model_max_length
-from tfsent.models.question_answering import describe, load_question_answering, trained_stride
-from tfsent.models.task_model import Facts
+from tfsent.models.loading import sequence_length
+from tfsent.models.question_answering import load_question_answering
 from tfsent.runtime import atomic
 
-#: A window length for models tfsent did not train, as transformers' run_qa.py and pipeline use.
-DEFAULT_WINDOW = 384
 
-
-def windowing(facts: Facts, max_length: int | None, doc_stride: int | None) -> tuple[int, int]:
-    """A QA folder's window length and stride, from its facts (no model is built).
+def windowing(own: int, stride: int, config, max_length: int | None, doc_stride: int | None) -> tuple[int, int]:
+    """The window length and stride a QA model answers with.
 
     Args:
-        facts: :func:`tfsent.models.question_answering.describe` of the folder.
-        max_length: ``max_length``: a window length up to the position embeddings; None: the trained one (a
-            model tfsent did not train: :data:`DEFAULT_WINDOW`, as transformers' scripts use).
-        doc_stride: ``qa.doc_stride``; None: the trained one, at most half the window.
+        own, stride: the model's own window and stride (:func:`tfsent.models.question_answering.window`).
+        config: its config (for the position embeddings).
+        max_length: ``max_length``, up to the position embeddings; None: ``own``.
+        doc_stride: ``qa.doc_stride``; None: ``stride``, at most half the window.
 
     Returns:
         ``(window length, doc stride)``.
     """
-    limit = model_max_length(facts.config)
-    trained = facts.max_seq_length if facts.max_seq_length < limit else min(DEFAULT_WINDOW, limit)
-    length = trained if max_length is None else min(max_length, limit)
-    return length, doc_stride if doc_stride is not None else min(trained_stride(facts), length // 2)
+    length = sequence_length(own, config, max_length)
+    return length, doc_stride if doc_stride is not None else min(stride, length // 2)
 
 
 def answer_frame(examples: Sequence[QAExample], windows: QAWindows, out: Mapping[str, np.ndarray], source,
@@ -79,21 +72,20 @@ def answer_frame(examples: Sequence[QAExample], windows: QAWindows, out: Mapping
         first_row: the input position of ``examples[0]`` (the ``row`` column).
 
     Raises:
-        DataError: a non-finite logit (broken weights or input), naming the question.
+        NonFiniteError: a NaN or infinite logit (broken weights or input), naming the question.
     """
+    rows = np.arange(first_row, first_row + len(examples), dtype=np.int64)
+    # A window with a NaN or infinite logit makes its question's answer no answer at all: refused, naming it.
+    broken = np.zeros(len(examples), bool)
     for key in ("start_logit", "end_logit", "null_logit"):
-        bad = ~np.isfinite(np.asarray(out[key], np.float64))
-        if bad.any():
-            window = int(np.flatnonzero(bad.reshape(len(bad), -1).any(axis=1))[0])
-            question = int(windows.example[window])
-            raise DataError(f"question {examples[question].id!r} (row {first_row + question}): the model gave a "
-                            f"non-finite {key.replace('_', ' ')}; its weights or input are broken, no answer is "
-                            "written")
+        values = np.asarray(out[key], np.float64).reshape(len(windows), -1)
+        np.logical_or.at(broken, windows.example, ~np.isfinite(values).all(axis=1))
+    check_finite(np.where(broken, np.nan, 0.0), "start or end logit", {"row": rows, "id": [e.id for e in examples]})
     options = SpanOptions(n_best=qa.n_best, max_answer_length=qa.max_answer_length, version_2=source.no_answer,
                           null_threshold=qa.null_threshold, alternatives=qa.alternatives)
     predictions = predict_answers(out, windows.example, windows.char_start, windows.char_end,
                                   [e.context for e in examples], options)
-    cols = {"row": np.arange(first_row, first_row + len(examples), dtype=np.int64), **source.columns(examples)}
+    cols = {"row": rows, **source.columns(examples)}
     cols.update(answer=[p.answer.text for p in predictions],
                 score=np.asarray([p.answer.probability for p in predictions], np.float64),
                 start_char=np.asarray([p.answer.start for p in predictions], np.int64),
@@ -159,7 +151,8 @@ class QuestionAnsweringPredictor(Predictor):
         self.tokenizer = load_tokenizer(ckpt_path)
         self.model = compiled(strategy, lambda: load_question_answering(ckpt_path, top_k=qa.n_best),
                               jit_compile=jit_compile, steps_per_execution=steps_per_execution)
-        self.max_length, self.doc_stride = windowing(describe(ckpt_path), max_length, qa.doc_stride)
+        self.max_length, self.doc_stride = windowing(self.model.max_seq_length, self.model.doc_stride,
+                                                     self.model.hf_model.config, max_length, qa.doc_stride)
         self.features = self.model.features
         self.pad_values = {"input_ids": self.tokenizer.pad_token_id or 0}
         self.qa = qa

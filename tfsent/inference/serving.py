@@ -37,7 +37,6 @@ from tensorflow.core.protobuf import saved_model_pb2
 from tfsent.inference.engine import DEFAULT_BUCKETS, bucket_lengths
 from tfsent.inference.export import EXPORT_FORMAT, EXPORT_META, ServingModule, precision
 from tfsent.errors import UserError
-from tfsent.models.loading import model_max_length
 from tfsent.runtime import atomic
 
 # BertNormalizer.clean_text: NUL, U+FFFD and category C (control, format, ...) except tab, LF and CR.
@@ -141,14 +140,18 @@ class BertTextTokenizer(tf.Module):
         """
         pieces = self._wordpiece.tokenize(self.normalize(texts))[:, : self.max_length - 2]
         batch = tf.shape(texts)[0]
-        cls = tf.fill([batch, 1], self.spec.cls_id)
-        sep = tf.fill([batch, 1], self.spec.sep_id)
-        ids = tf.concat([cls, pieces, sep], axis=1)
-        lengths = tf.cast(ids.row_lengths(), tf.int32)
+        lengths = tf.cast(pieces.row_lengths(), tf.int32) + 2
         buckets = tf.constant(self.buckets, tf.int32)
         longest = tf.reduce_max(tf.concat([[2], lengths], axis=0))
         width = tf.gather(buckets, tf.searchsorted(buckets, [longest], side="left"))[0]
-        input_ids = ids.to_tensor(default_value=self.spec.pad_id, shape=tf.stack([batch, width]))
+        # [CLS] pieces [SEP] built densely: a ragged concat along the rows transposes its integer values, and
+        # oneDNN's graph rewrite answers an integer Transpose with an error line ("oneDNN supports DT_INT32 only
+        # on platforms with AVX-512") in every process that loads the SavedModel, AVX-512 or not.
+        body = pieces.to_tensor(default_value=self.spec.pad_id, shape=tf.stack([batch, width - 2]))
+        pad = tf.fill([batch, 1], self.spec.pad_id)
+        ids = tf.concat([tf.fill([batch, 1], self.spec.cls_id), body, pad], axis=1)
+        last = tf.range(width)[tf.newaxis, :] == (lengths - 1)[:, tf.newaxis]
+        input_ids = tf.where(last, tf.constant(self.spec.sep_id, tf.int32), ids)
         mask = tf.sequence_mask(lengths, width, dtype=tf.int32)
         return {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": tf.zeros_like(input_ids)}
 
@@ -192,7 +195,7 @@ def export_text_model(model, tokenizer, export_dir: str | os.PathLike, *, bucket
         tokenizer: the model's fast Hugging Face tokenizer (``load_tokenizer(ckpt)``).
         export_dir: the folder to create.
         buckets: padding lengths, each capped at ``max_length``; the largest is the truncation length.
-        max_length: an optional lower cap than the model's position embeddings.
+        max_length: the truncation length; None: the model's own (``SequenceClassifier.sequence_length``).
         overwrite: replace an existing ``export_dir`` that tfsent exported (it holds ``tfsent_export.json``).
         name: the checkpoint's name for error messages.
 
@@ -204,9 +207,7 @@ def export_text_model(model, tokenizer, export_dir: str | os.PathLike, *, bucket
         FileExistsError: ``export_dir`` exists and ``overwrite`` is false.
     """
     spec = wordpiece_spec(tokenizer, name)
-    limit = model_max_length(model.hf_model.config)
-    limit = limit if max_length is None else min(int(max_length), limit)
-    module = _TextServing(model, BertTextTokenizer(spec, limit, buckets))
+    module = _TextServing(model, BertTextTokenizer(spec, model.sequence_length(max_length), buckets))
     with atomic.directory(export_dir, overwrite=overwrite, marker=EXPORT_META, marker_format=EXPORT_FORMAT) as tmp:
         tf.saved_model.save(module, str(tmp), signatures={"serving_default": module.serve})
         meta = {"format": EXPORT_FORMAT, "label_names": list(model.label_names), "inputs": ["text"],

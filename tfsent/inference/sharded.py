@@ -3,8 +3,9 @@
 Two ways to say who does what: ``num_shards=K shard_index=i`` (independent processes or VMs, no ``TF_CONFIG``), or
 ``strategy=multi_worker``, whose worker roles come from ``TF_CONFIG`` (``tfsent.runtime.workers``). Prediction needs
 no collective, so each shard runs on its own devices. Shard ``i`` writes ``<output>.shard-<i>-of-<K>.parts/``; its
-slice is whole parts of the single-process run (rows) or whole documents, so a sharded run reproduces the
-one-process output exactly (masked-LM masks included).
+slice is an even share of the rows or whole documents (a masked LM's: whole parts of the single-process run, since
+its masks are drawn per batch), so a sharded run gives the one-process output: the same rows, labels and masks,
+probabilities equal within float noise.
 
 When its parts are done a shard writes ``complete.json`` (its units ``[lo, hi)`` and the input's total). The chief,
 or ``merge=true`` run once afterwards, checks every shard (missing, stale: another input or setting, duplicated:

@@ -119,7 +119,11 @@ class SequenceClassifier(TaskModel):
         x, _, _ = tf_keras.utils.unpack_x_y_sample_weight(data)
         if "example_id" not in x:
             raise KeyError(f"predict needs an 'example_id' feature to put outputs back in order; got {sorted(x)}")
-        probs = tf.nn.softmax(self.traced(lambda f: self(f, training=False))(x), axis=-1)
+        logits = self.traced(lambda f: self(f, training=False))(x)
+        # A logit of -inf leaves finite probabilities (a 0): a row with any non-finite logit gets NaN probabilities,
+        # which the predictor refuses where outputs become columns (tfsent.inference.predictor.check_finite).
+        finite = tf.reduce_all(tf.math.is_finite(logits), axis=-1, keepdims=True)
+        probs = tf.where(finite, tf.nn.softmax(logits, axis=-1), tf.constant(float("nan"), logits.dtype))
         return {
             "example_id": tf.reshape(tf.cast(x["example_id"], tf.int32), [-1]),
             "label_id": tf.argmax(probs, axis=-1, output_type=tf.int32),
@@ -138,6 +142,16 @@ class SequenceClassifier(TaskModel):
     def metadata(self) -> dict[str, Any]:
         """``tfsent_model.json``: architecture, labels in model order, length and starting source."""
         return {**self.base_metadata(META_FORMAT), "label_names": self.label_names}
+
+
+def holds_trained_head(directory: pathlib.Path, config) -> bool:
+    """Whether a checkpoint folder's weights hold a trained classification head (``classifier.*``; headers only,
+    no value read), as transformers decides it.
+
+    Raises:
+        CheckpointError: no weights, or weights that cannot be read.
+    """
+    return task_model.holds_trained_head(KIND, directory, config)
 
 
 def dropout_settings(spec) -> dict[str, float | None]:
@@ -173,14 +187,15 @@ def build_classifier(spec: ClassifierSpec, *, require_head: bool = False) -> Seq
         ValueError: a malformed spec (unknown arch or config key).
     """
     opened = task_model.open_source(spec.source, revision=spec.revision, config=spec.config)
-    if spec.source is None:
-        label_map = labels_lib.head_labels(spec.label_names, opened.config)
-    else:
-        label_map = labels_lib.head_labels(spec.label_names, opened.config, model=spec.source)
+    # The weights decide whether a trained head is there (as in transformers), whatever config.json claims.
+    trained = opened.files is not None and task_model.weights_hold_head(KIND, opened.config, opened.state,
+                                                                         opened.files.path, say=True)
+    label_map = labels_lib.head_labels(spec.label_names, opened.config, trained=trained,
+                                       **({"model": spec.source} if spec.source is not None else {}))
     _set_labels(opened.config, label_map.model_names)
     task_model.apply_dropout(opened, dropout_settings(spec))
-    trained = require_head or labels_lib.has_trained_head(opened.config)
-    hf_model = task_model.build_hf_model(KIND, opened, max_seq_length=spec.max_seq_length, trained_head=trained)
+    hf_model = task_model.build_hf_model(KIND, opened, max_seq_length=spec.max_seq_length,
+                                         trained_head=require_head or trained)
     return SequenceClassifier(hf_model, arch=opened.architecture.model_type, label_map=label_map,
                               max_seq_length=spec.max_seq_length, source=spec.source)
 
@@ -192,7 +207,8 @@ class CheckpointFacts:
     Attributes:
         architecture: its :class:`~tfsent.models.architectures.Architecture` row.
         label_names: labels in model id order (as written; ``label_names`` given to :func:`describe` replaces them).
-        max_seq_length: the longest sequence it takes (a tfsent model's trained length, else its positions').
+        max_seq_length: the sequence length it runs at by default: a tfsent model's trained length, else the
+            smaller of its tokenizer's ``model_max_length`` and what its position embeddings allow.
         features: the token features it reads.
         tfsent_model: whether tfsent wrote it (``tfsent_model.json``).
         head_names: the trained head's labels in model order as its config writes them (what the weights define).

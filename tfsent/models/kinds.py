@@ -106,8 +106,8 @@ def from_weight_names(names: Iterable[str]) -> ModelKind | None:
 
 def kind_of(directory: str | os.PathLike) -> ModelKind:
     """The kind of a model folder, read without building it: a tfsent metadata file, else the config's
-    ``architectures``, else (a config that does not say) the classifier, whose loader then decides from the
-    weights and names what is missing.
+    ``architectures``, else (a config that names no head, ``BertModel`` or nothing) the head its weights hold, as
+    transformers decides, else the classifier, whose loader then says what is missing.
     """
     directory = pathlib.Path(directory)
     for kind in KINDS.values():
@@ -118,4 +118,14 @@ def kind_of(directory: str | os.PathLike) -> ModelKind:
     except (OSError, ValueError):
         config = {}
     named = from_architectures(config.get("architectures") if isinstance(config, dict) else None)
-    return named or KINDS["classifier"]
+    return named or _from_weights(directory) or KINDS["classifier"]
+
+
+def _from_weights(directory: pathlib.Path) -> ModelKind | None:
+    from tfsent.models import weight_files
+    from tfsent.models.loading import CheckpointError
+
+    try:
+        return from_weight_names(weight_files.tensor_names(weight_files.find_weights(directory)))
+    except CheckpointError:
+        return None  # no readable weights: the loader says so, naming the file

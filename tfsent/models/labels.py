@@ -126,7 +126,8 @@ def rename(model_names: Sequence[str], new_names: Sequence[str]) -> tuple[str, .
 
 
 def has_trained_head(config: Any) -> bool:
-    """Whether a checkpoint's config says its weights include a sequence-classification head."""
+    """Whether a checkpoint's config says its weights include a sequence-classification head (the weights decide:
+    :func:`tfsent.models.classifier.weights_hold_head`; this is what the config claims)."""
     return any(str(a).endswith("ForSequenceClassification") for a in (getattr(config, "architectures", None) or []))
 
 
@@ -142,16 +143,23 @@ def config_label_names(config: Any) -> tuple[str, ...]:
     return tuple(id2label[i] for i in range(len(id2label)))
 
 
-def head_labels(dataset_names: Sequence[str], config: Any, *, model: str = "the model") -> LabelMap:
+def head_labels(dataset_names: Sequence[str], config: Any, *, trained: bool, model: str = "the model") -> LabelMap:
     """Decide the label order of a classifier built from ``config`` for a dataset with ``dataset_names``.
 
-    A trained head keeps its own order (its weights define it) and the dataset is mapped onto it by name; a new
-    head takes the dataset's names in the dataset's order.
+    A trained head keeps its own order (its weights define it, in the config's ``id2label`` order) and the dataset
+    is mapped onto it by name; a new head takes the dataset's names in the dataset's order.
+
+    Args:
+        dataset_names: the dataset's label names in its id order.
+        config: the checkpoint's (or new model's) config.
+        trained: whether the checkpoint holds a trained head (its weights say:
+            :func:`tfsent.models.classifier.weights_hold_head`).
+        model: the checkpoint, for messages.
 
     Raises:
         LabelError: see :func:`map_labels`.
     """
-    if has_trained_head(config):
+    if trained:
         return map_labels(dataset_names, config_label_names(config), model=model)
     names = _check_names(dataset_names, "dataset")
     return LabelMap(names, names, tuple(range(len(names))))

@@ -27,6 +27,9 @@ from tfsent.errors import UserError
 from tfsent.models import architectures
 
 CONFIG_FILE = "config.json"
+# The sizes a model is built from, by the names of every supported architecture (DistilBERT's dim, n_layers ...).
+_SIZES = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+          "max_position_embeddings", "embedding_size", "num_hidden_groups", "dim", "n_layers", "n_heads", "hidden_dim")
 
 
 class CheckpointError(UserError):
@@ -44,15 +47,24 @@ def read_config(directory: pathlib.Path | str) -> PretrainedConfig:
         raise CheckpointError(f"{path}: missing; a checkpoint directory needs {CONFIG_FILE}")
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise CheckpointError(f"{path}: not a readable transformers config ({e})") from e
-    if isinstance(raw, dict) and raw.get("auto_map"):
+    except (OSError, ValueError, RecursionError) as e:  # RecursionError: arrays nested thousands deep
+        raise CheckpointError(f"{path}: not a readable transformers config ({type(e).__name__}: "
+                              f"{str(e).strip()[:200]})") from e
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"{path}: a JSON {type(raw).__name__}, not a transformers config")
+    for key in _SIZES:
+        value = raw.get(key)
+        if key in raw and (type(value) is not int or not 0 < value < 2 ** 31):
+            # transformers takes any JSON value here, and building the model fails deep inside its code.
+            raise CheckpointError(f"{path}: {key}={str(value)[:40]!r} is not a size (a positive integer)")
+    if raw.get("auto_map"):
         raise CheckpointError(f"{path}: asks for remote code (auto_map: {sorted(raw['auto_map'])}); tfsent never "
                               "runs code shipped with a checkpoint")
     try:
         return AutoConfig.from_pretrained(str(path.parent), local_files_only=True, trust_remote_code=False)
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise CheckpointError(f"{path}: not a readable transformers config ({e})") from e
+    except Exception as e:  # noqa: BLE001  (a checkpoint is untrusted input: whatever it makes transformers raise)
+        raise CheckpointError(f"{path}: not a readable transformers config ({type(e).__name__}: "
+                              f"{(str(e).strip().splitlines() or [''])[0][:200]})") from e
 
 
 class PositionError(UserError):
@@ -87,6 +99,30 @@ def model_max_length(config: Any) -> int:
             ``pad_token_id``.
     """
     return int(_get(config, "max_position_embeddings")) - _reserved_positions(config)
+
+
+def sequence_length(own: int, config: Any, max_length: int | None = None) -> int:
+    """The length a classifier runs at (truncation, document chunks, the largest bucket, an export's
+    ``max_length``): its own, or the user's ``max_length`` up to what the position embeddings allow.
+
+    Args:
+        own: the model's own length (``CheckpointFacts.max_seq_length``: a tfsent model's trained length; for
+            others, their tokenizer's or config's limit).
+        config: its config (for the position embeddings).
+        max_length: the user's choice; None keeps ``own``.
+    """
+    return int(own) if max_length is None else min(int(max_length), model_max_length(config))
+
+
+def tokenizer_max_length(directory: pathlib.Path | str) -> int | None:
+    """The ``model_max_length`` a checkpoint's ``tokenizer_config.json`` declares, or None (no file, no value, or
+    transformers' "no limit" placeholder, a number far past any position table)."""
+    try:
+        value = json.loads((pathlib.Path(directory) / "tokenizer_config.json").read_text(encoding="utf-8")
+                           ).get("model_max_length")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return int(value) if isinstance(value, (int, float)) and 2 <= value < 1_000_000 else None
 
 
 def check_max_positions(config: Any, max_seq_length: int) -> None:

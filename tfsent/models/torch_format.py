@@ -16,7 +16,7 @@ import numpy as np
 import safetensors.numpy
 from transformers.modeling_tf_pytorch_utils import apply_transpose, convert_tf_weight_name_to_pt_weight_name
 
-from tfsent.models.weights import SAFE_WEIGHTS
+from tfsent.models.weight_files import SAFE_WEIGHTS
 
 
 def torch_state_dict(tf_model) -> dict[str, np.ndarray]:

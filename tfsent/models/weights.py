@@ -1,25 +1,17 @@
-"""Weight files into a Hugging Face TF model by name, for every format a checkpoint folder ships, without torch.
+"""A checkpoint's tensors into a Hugging Face TF model by name, without torch.
 
-Formats, in the order a folder's files are preferred (:func:`find_weights`):
-
-- ``tf_model.h5`` (TF ``save_pretrained``; tfsent writes it too) and its shards (``tf_model.h5.index.json``);
-- ``model.safetensors`` in PyTorch naming (``{"format": "pt"}`` or no metadata) or TF naming (``"tf"``), and its
-  shards (``model.safetensors.index.json``);
-- ``pytorch_model.bin``, zip or legacy layout, read by :mod:`tfsent.models.torch_pickle` (no torch, no code run),
-  and its shards (``pytorch_model.bin.index.json``).
-
-Every format becomes one ``{name: numpy array}`` state in either TF naming (``bert/embeddings/.../weight:0``) or
-PyTorch naming (``bert.embeddings....weight``, dense kernels ``[out, in]``); :func:`assign_state` walks the model's
-variables once, finds each one's tensor (PyTorch names through transformers' own TF->PyTorch name mapping and
-transposes), checks its shape and assigns it. A tensor whose shape differs from the model's is an error naming the
-tensor, both shapes and the file; weights the file lacks and tensors the model does not use come back in a
-:class:`LoadReport` for the caller to judge and report.
+The files are found and opened by :mod:`tfsent.models.weight_files` (every format as ``{name: StoredTensor}`` in
+TF or PyTorch naming, values not yet read); :func:`assign_state` walks the model's variables once, finds each one's
+tensor (PyTorch names through transformers' own TF->PyTorch name mapping and transposes), checks its shape against
+the variable **before** reading a value, reads it at the variable's own size, refuses non-finite values and
+assigns it. A tensor whose shape differs from the model's is an error naming the tensor, both shapes and the file; a
+weight holding NaN or infinity is an error naming the tensor and how many values; weights the file lacks and
+tensors the model does not use (never read) come back in a :class:`LoadReport` for the caller to judge and report.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import pathlib
 import re
@@ -27,38 +19,16 @@ from collections.abc import Mapping
 
 import numpy as np
 import tf_keras
-from safetensors import SafetensorError, safe_open
 from transformers.modeling_tf_pytorch_utils import apply_transpose, convert_tf_weight_name_to_pt_weight_name
 
-from tfsent.models import torch_pickle
 from tfsent.models.loading import CheckpointError
+from tfsent.models.stored import StoredTensor
+from tfsent.models.weight_files import WeightFiles, find_weights, read_state, strip_scope
 
 log = logging.getLogger(__name__)
 
-TF_WEIGHTS = "tf_model.h5"
-SAFE_WEIGHTS = "model.safetensors"
-TORCH_WEIGHTS = "pytorch_model.bin"
-INDEX_SUFFIX = ".index.json"
-# Preference order: a folder tfsent wrote has both tf_model.h5 and model.safetensors; the h5 needs no renaming.
-WEIGHT_FILES = (TF_WEIGHTS, SAFE_WEIGHTS, TORCH_WEIGHTS)
-
 # Buffers older PyTorch checkpoints save beside the weights; they are recomputed by every model, not learnt.
 _BUFFERS = re.compile(r"(^|\.)(position_ids|token_type_ids)$")
-
-
-@dataclasses.dataclass(frozen=True)
-class WeightFiles:
-    """The weight file(s) of a checkpoint: one file, or the shards an ``*.index.json`` lists.
-
-    Attributes:
-        path: the file, or the index of a sharded checkpoint (what messages name).
-        shards: the files to read, in order.
-        kind: ``h5``, ``safetensors`` or ``bin``.
-    """
-
-    path: pathlib.Path
-    shards: tuple[pathlib.Path, ...]
-    kind: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,117 +38,12 @@ class LoadReport:
     Attributes:
         path: the weight file (or shard index) read.
         missing: model weights the file did not provide; they keep their fresh initialisation.
-        unexpected: tensors of the file the model has no use for (e.g. a pre-training head).
+        unexpected: tensors of the file the model has no use for (e.g. a pre-training head); none was read.
     """
 
     path: pathlib.Path
     missing: tuple[str, ...]
     unexpected: tuple[str, ...]
-
-
-def _kind(name: str) -> str:
-    return {TF_WEIGHTS: "h5", SAFE_WEIGHTS: "safetensors", TORCH_WEIGHTS: "bin"}[name]
-
-
-def find_weights(directory: pathlib.Path | str) -> WeightFiles:
-    """The weight file(s) of a checkpoint folder, in the preference order of :data:`WEIGHT_FILES`, single files
-    before shards of the same format.
-
-    Raises:
-        CheckpointError: no weight file, or a shard index that is unreadable or names a missing shard.
-    """
-    directory = pathlib.Path(directory)
-    for name in WEIGHT_FILES:
-        if (directory / name).is_file():
-            return WeightFiles(directory / name, (directory / name,), _kind(name))
-        index = directory / f"{name}{INDEX_SUFFIX}"
-        if index.is_file():
-            return WeightFiles(index, _shards(index), _kind(name))
-    raise CheckpointError(f"{directory}: no weights found (expected one of {', '.join(WEIGHT_FILES)} or a sharded "
-                          f"checkpoint's *{INDEX_SUFFIX})")
-
-
-def _shards(index: pathlib.Path) -> tuple[pathlib.Path, ...]:
-    try:
-        weight_map = json.loads(index.read_text())["weight_map"]
-        files = list(dict.fromkeys(str(f) for f in weight_map.values()))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-        raise CheckpointError(f"{index}: not a readable shard index ({type(e).__name__}: {e})") from e
-    shards = []
-    for name in files:
-        shard = index.parent / name
-        if pathlib.PurePath(name).name != name or not shard.is_file():
-            raise CheckpointError(f"{index}: lists shard {name!r}, which is not a file of {index.parent}")
-        shards.append(shard)
-    if not shards:
-        raise CheckpointError(f"{index}: lists no shards")
-    return tuple(shards)
-
-
-def read_state(files: WeightFiles) -> tuple[str, dict[str, np.ndarray]]:
-    """Every tensor of a checkpoint as numpy arrays.
-
-    Returns:
-        ``(naming, state)``: naming ``tf`` (keys are TF variable names without the model's own scope) or ``pt``
-        (PyTorch ``state_dict`` keys), and the tensors.
-
-    Raises:
-        CheckpointError: a file that cannot be read (cut short, damaged, of another format), shards of mixed
-            naming, or a pickle that asks to run code (refused before it runs).
-    """
-    namings, state = set(), {}
-    for shard in files.shards:
-        try:
-            naming, part = _READERS[files.kind](shard)
-        except CheckpointError:
-            raise
-        except (OSError, ValueError, KeyError, TypeError, SafetensorError) as e:
-            raise CheckpointError(f"{shard}: cannot read weights ({type(e).__name__}: {e}); the file is damaged, "
-                                  "cut short or of another format") from e
-        namings.add(naming)
-        state.update(part)
-    if len(namings) != 1:
-        raise CheckpointError(f"{files.path}: shards mix TF and PyTorch weight names")
-    return namings.pop(), state
-
-
-def _read_h5(path: pathlib.Path) -> tuple[str, dict[str, np.ndarray]]:
-    import h5py
-    from transformers.modeling_tf_utils import load_attributes_from_hdf5_group
-
-    state = {}
-    with h5py.File(path, "r") as f:
-        for layer in load_attributes_from_hdf5_group(f, "layer_names"):
-            node = f[layer]
-            if isinstance(node, h5py.Dataset):  # a shard of a sharded save: datasets under their stripped names
-                state[layer] = np.asarray(node)
-                continue
-            for weight in load_attributes_from_hdf5_group(node, "weight_names"):
-                state[_strip_scope(weight)] = np.asarray(node[weight])
-    return "tf", state
-
-
-def _read_safetensors(path: pathlib.Path) -> tuple[str, dict[str, np.ndarray]]:
-    with safe_open(str(path), framework="np") as archive:
-        fmt = (archive.metadata() or {}).get("format", "pt")  # no metadata: plain safetensors.torch.save_file
-        if fmt not in ("pt", "tf"):
-            raise CheckpointError(f"{path}: safetensors of format {fmt!r}; tfsent reads PyTorch ('pt') and "
-                                  "TensorFlow ('tf') checkpoints")
-        state = {name: archive.get_tensor(name) for name in archive.keys()}
-    return fmt, state
-
-
-def _read_bin(path: pathlib.Path) -> tuple[str, dict[str, np.ndarray]]:
-    return "pt", torch_pickle.load(path)
-
-
-_READERS = {"h5": _read_h5, "safetensors": _read_safetensors, "bin": _read_bin}
-
-
-def _strip_scope(name: str) -> str:
-    # TF variable names start with the model's own scope (tf_bert_for_sequence_classification/...), which
-    # differs between a base model and a model with a head; checkpoints are matched without it.
-    return name.split("/", 1)[1] if "/" in name else name
 
 
 def _pt_key_rename(key: str) -> str:
@@ -188,20 +53,21 @@ def _pt_key_rename(key: str) -> str:
     return f"{head}.{last}" if head else last
 
 
-def assign_state(tf_model, naming: str, state: Mapping[str, np.ndarray], path: pathlib.Path) -> LoadReport:
-    """Assign a checkpoint's tensors to a built TF model's variables, by name.
+def assign_state(tf_model, naming: str, state: Mapping[str, StoredTensor], path: pathlib.Path) -> LoadReport:
+    """Assign a checkpoint's tensors to a built TF model's variables, by name; only the tensors it uses are read.
 
     Args:
         tf_model: a built transformers ``TFPreTrainedModel``.
-        naming: ``tf`` or ``pt`` (see :func:`read_state`).
-        state: name -> array.
+        naming: ``tf`` or ``pt`` (see :func:`tfsent.models.weight_files.read_state`).
+        state: name -> tensor.
         path: the file, for messages.
 
     Returns:
         The :class:`LoadReport`.
 
     Raises:
-        CheckpointError: a tensor whose shape differs from the model's variable (both shapes named).
+        CheckpointError: a tensor whose shape differs from the model's variable (both shapes named; checked before
+            any value is read), one holding NaN or infinity, or one that cannot be read.
     """
     keys = {(_pt_key_rename(k) if naming == "pt" else k): k for k in state}
     prefix = tf_model.base_model_prefix
@@ -213,19 +79,36 @@ def assign_state(tf_model, naming: str, state: Mapping[str, np.ndarray], path: p
             name, transpose = convert_tf_weight_name_to_pt_weight_name(
                 variable.name, start_prefix_to_remove=strip, tf_weight_shape=variable.shape)
         else:
-            name, transpose = _strip_scope(variable.name), None
+            name, transpose = strip_scope(variable.name), None
         if name not in keys:
             missing.append(name)
             continue
         key = keys[name]
-        array = np.asarray(state[key])
+        tensor = state[key]
+        want = tuple(int(d) for d in variable.shape)
+        _check_shape(tensor, want, key, path)  # before a value is read: a view can claim any size
+        array = tensor.read()
         if transpose is not None:
             array = np.asarray(apply_transpose(transpose, array, match_shape=None))
-        values.append((variable, _fit(array, variable, key, np.asarray(state[key]).shape, path)))
+        array = _fit(array, variable, key, tensor.shape, path)
+        _check_finite(array, key, path)
+        values.append((variable, array))
         used.add(key)
     tf_keras.backend.batch_set_value(values)
     unexpected = sorted(k for k in state if k not in used and not _BUFFERS.search(k))
     return LoadReport(path=path, missing=tuple(sorted(missing)), unexpected=tuple(unexpected))
+
+
+def _shape_error(key: str, stored: tuple, want: tuple, path: pathlib.Path) -> CheckpointError:
+    return CheckpointError(f"{path}: tensor {key!r} has shape {list(stored)}, but the model built from config.json "
+                           f"needs {list(want)} there; the weights belong to another architecture or size")
+
+
+def _check_shape(tensor: StoredTensor, want: tuple, key: str, path: pathlib.Path) -> None:
+    # A transpose permutes dimensions and a few layers store [1, n] for n: the same dimensions other than 1, in
+    # some order, is what a tensor needs to be read; _fit checks the exact shape after the transpose.
+    if sorted(d for d in tensor.shape if d != 1) != sorted(d for d in want if d != 1):
+        raise _shape_error(key, tensor.shape, want, path)
 
 
 def _fit(array: np.ndarray, variable, key: str, stored: tuple, path: pathlib.Path) -> np.ndarray:
@@ -233,11 +116,19 @@ def _fit(array: np.ndarray, variable, key: str, stored: tuple, path: pathlib.Pat
     if array.shape != want:
         # A few layers store a vector where the other framework keeps a [1, n] matrix: same values, other rank.
         if [d for d in array.shape if d != 1] != [d for d in want if d != 1]:
-            raise CheckpointError(f"{path}: tensor {key!r} has shape {list(stored)}, but the model built from "
-                                  f"config.json needs {list(want)} there; the weights belong to another "
-                                  "architecture or size")
+            raise _shape_error(key, stored, want, path)
         array = array.reshape(want)
     return array.astype(variable.dtype.as_numpy_dtype, copy=False)
+
+
+def _check_finite(array: np.ndarray, key: str, path: pathlib.Path) -> None:
+    if array.dtype.kind in "biu":
+        return
+    finite = np.isfinite(array)
+    if not finite.all():
+        bad = int(array.size - np.count_nonzero(finite))
+        raise CheckpointError(f"{path}: tensor {key!r} holds {bad} non-finite value{'s' if bad > 1 else ''} (NaN or "
+                              f"infinity) of {array.size}; a model with it scores NaN: the weights are damaged")
 
 
 def load_weights(tf_model, source: pathlib.Path | str) -> LoadReport:
@@ -254,8 +145,8 @@ def load_weights(tf_model, source: pathlib.Path | str) -> LoadReport:
         The :class:`LoadReport`.
 
     Raises:
-        CheckpointError: no readable weights, a damaged file, a tensor of the wrong shape, a pickle that asks to
-            run code.
+        CheckpointError: no readable weights, a damaged file, a tensor of the wrong shape or with non-finite
+            values, a pickle that asks to run code.
     """
     path = pathlib.Path(source)
     if path.is_dir():

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -59,21 +60,72 @@ def _first_values(args: Sequence[str]) -> list[str]:
     return firsts
 
 
-def describe_composition_error(error: Exception) -> tuple[str, str | None]:
-    """One line (and an optional hint) for an error Hydra raises while composing a config."""
+_NOT_IN_STRUCT = re.compile(r"^Could not override '([^']+)'\.$")
+_NOT_IN_DEFAULTS = re.compile(r"^Could not override '([^']+)'\. No match in the defaults list\.$")
+
+
+def describe_composition_error(error: Exception, config_name: str = "",
+                               overrides: Sequence[str] = ()) -> tuple[str, str | None]:
+    """One line (and an optional hint) for an error Hydra raises while composing a config.
+
+    A key the config does not have names the closest real key and lists every key of its node; ``+key=value``
+    (Hydra's own hint) is never suggested for it, since tfsent refuses keys it does not know anyway.
+
+    Args:
+        error: what Hydra raised.
+        config_name: the entry point's top-level config (to list the keys a misspelt one should have been).
+        overrides: the command line's overrides.
+    """
     lines = [ln.strip() for ln in str(error).splitlines() if ln.strip()]
     message, hint = (lines[0] if lines else type(error).__name__), None
+    unknown = _NOT_IN_STRUCT.match(message)
+    if unknown and config_name:
+        described = _unknown_key(config_name, overrides, unknown.group(1))
+        if described is not None:
+            return described
+    group = _NOT_IN_DEFAULTS.match(message)
+    if group:
+        name = group.group(1)
+        given = next((o for o in overrides if o.split("=", 1)[0] == name), name)
+        return f"{name} is not in {config_name or 'the config'}'s defaults", f"add it with +{given}"
     cause = error.__cause__
     if cause is not None and str(cause).strip():
         message += f" ({str(cause).strip().splitlines()[0]})"
     for i, line in enumerate(lines[1:], 1):
-        if line.startswith("To append to your config use"):
-            hint = "to add a new key, " + line[len("To append to your config "):]
-        elif line.startswith("Available options in"):
+        if line.startswith("Available options in"):
             options = [o for o in lines[i + 1:] if not o.startswith(("Config search path", "provider="))]
             hint = f"{line[len('Available options in '):].rstrip(':')} is one of: {', '.join(options)}"
             break
     return message, hint
+
+
+def _unknown_key(config_name: str, overrides: Sequence[str], dotted: str) -> tuple[str, str | None] | None:
+    """``unknown key ... (did you mean ...?)`` and the keys of its node, from the config composed without it
+    (None when the rest of the command line does not compose either: Hydra's message is kept then)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from tfsent.config import unknown_keys
+
+    rest = [o for o in overrides if o.lstrip("+~").split("=", 1)[0] != dotted]
+    try:
+        with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+            node = compose(config_name=config_name, overrides=rest)
+    except Exception:  # noqa: BLE001  (another mistake on the line: Hydra's own message then)
+        return None
+    finally:
+        GlobalHydra.instance().clear()
+    parts = dotted.split(".")
+    for depth, part in enumerate(parts):
+        if not isinstance(node, DictConfig) or part not in node:
+            break
+        node = node[part]
+    if not isinstance(node, DictConfig):
+        return None
+    owner = ".".join(parts[:depth]) or config_name
+    error = unknown_keys([parts[depth]], [str(k) for k in node.keys()], owner,
+                         "".join(f"{p}." for p in parts[:depth]))
+    return str(error), error.hint
 
 
 def check_command_line(config_name: str, args: Sequence[str]) -> DictConfig | None:
@@ -97,7 +149,7 @@ def check_command_line(config_name: str, args: Sequence[str]) -> DictConfig | No
         with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
             cfg = compose(config_name=config_name, overrides=_first_values(args))
     except (HydraException, OmegaConfBaseException) as e:
-        fail(*describe_composition_error(e))
+        fail(*describe_composition_error(e, config_name, _first_values(args)))
     finally:
         GlobalHydra.instance().clear()
     missing = sorted(OmegaConf.missing_keys(cfg))
@@ -120,11 +172,64 @@ def check_run_dir(args: Sequence[str]) -> None:
                 fail(str(e))
 
 
-def hydra_entry(config_name: str) -> Callable[[Callable[[DictConfig], Any]], Callable[[], Any]]:
+def help_text(config_name: str, added_groups: Sequence[str] = ()) -> str:
+    """``--help``: the config groups this entry point takes (its defaults list, plus ``added_groups`` taken with
+    ``+``) with their options, then its keys and defaults. Hydra's own help lists every group of ``conf/``,
+    training's among them, whatever the entry point.
+
+    Args:
+        config_name: the entry point's top-level config.
+        added_groups: groups outside the defaults that the entry point takes (``+experiment=...``).
+    """
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    try:
+        with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+            cfg = compose(config_name=config_name, return_hydra_config=True)
+    finally:
+        GlobalHydra.instance().clear()
+    groups = [g for g in cfg.hydra.runtime.choices if not str(g).startswith("hydra/")]
+    lines = [f"python -m tfsent.{'beam' if config_name == 'beam' else config_name} key=value ... "
+             f"(conf/{config_name}.yaml)", ""]
+    if groups or added_groups:
+        lines.append("Config groups (group=option):")
+        for group in [*sorted(groups), *added_groups]:
+            options = sorted(p.stem for p in (conf_dir() / group).glob("*.yaml"))
+            lines.append(f"  {'+' if group in added_groups else ''}{group}: {', '.join(options)}")
+        lines.append("")
+    keys = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
+    lines += ["Keys and their defaults (key=value; ??? is required):", OmegaConf.to_yaml(keys).rstrip()]
+    return "\n".join(lines)
+
+
+def hydra_files_on_request(args: Sequence[str]) -> list[str]:
+    """The overrides that bring Hydra's files back where a command line names ``hydra.run.dir``.
+
+    The tools (predict, export, report, beam, prepare) write nothing of Hydra's by default (``conf/hydra/job_logging/
+    console.yaml``, no ``.hydra/``): each run would otherwise leave ``outputs/<tool>/<time>/`` in the working folder.
+    Asked for with ``hydra.run.dir=DIR``, the log and the composed config go there, as training's always do.
+    """
+    if not any(a.startswith("hydra.run.dir=") for a in args):
+        return []
+    extra = []
+    if not any(a.startswith("hydra.output_subdir=") for a in args):
+        extra.append("hydra.output_subdir=.hydra")
+    if not any(a.startswith("hydra/job_logging=") for a in args):
+        extra.append("hydra/job_logging=default")
+    return extra
+
+
+def hydra_entry(config_name: str, *, added_groups: Sequence[str] = (), run_dir: bool = False
+                ) -> Callable[[Callable[[DictConfig], Any]], Callable[[], Any]]:
     """Decorate an entry module's job ``fn(cfg)``; the result is its ``main()`` (see the module docstring).
 
     Args:
         config_name: the top-level config in ``conf/`` (``train``, ``predict``, ``prepare``, ``export``).
+        added_groups: config groups outside the defaults that it takes with ``+`` (training's ``experiment``),
+            for ``--help``.
+        run_dir: Hydra's run directory is the job's own output (training's run), so Hydra's files always go
+            there; otherwise only when ``hydra.run.dir`` is given (:func:`hydra_files_on_request`).
     """
     def decorate(job: Callable[[DictConfig], Any]) -> Callable[[], Any]:
         def reported(cfg: DictConfig) -> Any:
@@ -139,10 +244,15 @@ def hydra_entry(config_name: str) -> Callable[[Callable[[DictConfig], Any]], Cal
 
         @functools.wraps(job)
         def main() -> Any:
+            if any(a in ("--help", "-h") for a in sys.argv[1:]):
+                print(help_text(config_name, added_groups))
+                return None
             # Hydra names the job (and its log file) after the file that calls hydra.main, which is this one:
             # name it after the entry point instead (train.log, predict.log, ...).
             if not any(a.startswith("hydra.job.name=") for a in sys.argv[1:]):
                 sys.argv.append(f"hydra.job.name={config_name}")
+            if not run_dir:
+                sys.argv.extend(hydra_files_on_request(sys.argv[1:]))
             cfg = None if _full_errors() else check_command_line(config_name, sys.argv[1:])
             check_run_dir(sys.argv[1:])
             quiet_start(verbose=bool(cfg.get("verbose", False)) if cfg is not None else False)

@@ -3,7 +3,8 @@
 Training passes :func:`fit_verbose` to ``model.fit``: Keras's live progress bar (steps, ETA, loss) where stdout is a
 terminal, one line per epoch where it is a file or a pipe (a bar there would write every redraw as a line). Long
 preparation steps (tokenizing a corpus) draw a tqdm bar on stderr only where stderr is a terminal and progress is
-not turned off (:func:`bar_enabled`). ``tfsent.runtime.quiet`` puts a pipe on fd 2 to filter native log lines, so
+not turned off (:func:`bar_enabled`). Prediction's parts (:func:`steps`) draw a bar on a terminal and one line per
+part elsewhere. ``tfsent.runtime.quiet`` puts a pipe on fd 2 to filter native log lines, so
 "is stderr a terminal" asks about the stderr the user sees (:func:`tfsent.runtime.quiet.stderr_is_terminal`).
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import re
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from typing import TextIO
 
@@ -105,6 +107,44 @@ def bar(*, total: int | None, desc: str, unit: str, progress: bool = True):
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc=desc, unit=unit, disable=not bar_enabled(progress), file=sys.stderr)
+
+
+class _Lines:
+    """One line per step on stderr (what :func:`steps` gives where stderr is not a terminal)."""
+
+    def __init__(self, desc: str, unit: str, step: str):
+        self._desc, self._unit, self._step = desc, unit, step
+        self._done = self._steps = 0
+        self._start = time.perf_counter()
+
+    def __enter__(self) -> "_Lines":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def update(self, n: int) -> None:
+        self._done += n
+        self._steps += 1
+        print(f"{self._desc}: {self._step} {self._steps} done, {self._done:,} {self._unit}s "
+              f"({time.perf_counter() - self._start:.1f} s)", file=sys.stderr, flush=True)
+
+
+def steps(*, desc: str, unit: str, step: str, progress: bool = True):
+    """Progress of work done a step at a time (``update(n)`` once per step, ``n`` units): a tqdm bar where stderr is
+    a terminal; elsewhere (a log file, a pipe) one line per step, ``<desc>: <step> k done, <n> <unit>s (<s> s)``,
+    not a redraw per update. Nothing with ``progress`` false."""
+    if not progress:
+        return contextlib.nullcontext(_Silent())
+    if bar_enabled(progress):
+        return bar(total=None, desc=desc, unit=unit, progress=progress)
+    return _Lines(desc, unit, step)
+
+
+class _Silent:
+    @staticmethod
+    def update(n: int) -> None:
+        return None
 
 
 @contextlib.contextmanager

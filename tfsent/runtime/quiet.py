@@ -31,13 +31,18 @@ _SEGMENTS = re.compile(rb"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+")
 # (logger, text) of banners printed on every run that the user cannot act on: tfsent pins transformers 4.57.6
 # deliberately (v5 has no TensorFlow classes), so its deprecation notice is noise here.
 BANNERS = (("transformers.modeling_tf_utils", "TensorFlow and JAX classes are deprecated"),)
+# Whole lines that child processes write to the inherited fd 2 before tfsent's code runs in them: a Beam worker
+# process (--direct_running_mode=multi_processing) logs its start-up in Python's default format (INFO and WARNING
+# of Beam's loggers and the root logger) and prints the banners.
+CHILD_NOISE = re.compile(rb"(?:INFO|WARNING):(?:root|__main__|apache_beam[\w.]*):|"
+                         + b"|".join(re.escape(text.encode()) for _, text in BANNERS))
 
 
 class NativeLogFilter:
     """Filter native absl/glog INFO and WARNING lines out of file descriptor 2 (see the module docstring)."""
 
-    def __init__(self, pattern: re.Pattern = NATIVE_NOISE):
-        self._pattern = pattern
+    def __init__(self, pattern: re.Pattern = NATIVE_NOISE, lines: re.Pattern = CHILD_NOISE):
+        self._pattern, self._lines = pattern, lines
         self._saved: int | None = None
         self._thread: threading.Thread | None = None
 
@@ -69,12 +74,13 @@ class NativeLogFilter:
         out = []
         for segment in _SEGMENTS.findall(data):
             noise = self._pattern.search(segment)
-            if noise is not None and not segment.endswith((b"\n", b"\r")):
-                out.append(segment[:noise.start()])
+            start = noise.start() if noise is not None else (0 if self._lines.match(segment) else None)
+            if start is not None and not segment.endswith((b"\n", b"\r")):
+                out.append(segment[:start])
                 self._write(b"".join(out), out_fd)
-                return segment[noise.start():]
+                return segment[start:]
             # What came before a native line (a progress bar's text) still goes out, without the line.
-            out.append(segment if noise is None else segment[:noise.start()])
+            out.append(segment if start is None else segment[:start])
         self._write(b"".join(out), out_fd)
         return b""
 

@@ -113,15 +113,13 @@ def auto_choice() -> str:
     """What ``strategy=auto`` would pick here, said without connecting to a TPU or building anything.
 
     Returns:
-        A short description, e.g. ``"tpu (probe: /dev/accel0)"``, ``"mirrored over 4 GPUs"``, ``"cpu"``.
+        A short description: ``"tpu (found /dev/accel0; if it cannot start: cpu)"`` (a TPU's device node or
+        variable, and what ``auto`` falls back to), ``"mirrored over 4 GPUs"``, ``"one GPU"`` or ``"cpu"``.
     """
-    hint = _tpu_hint()
-    if hint:
-        return f"tpu (probe: {hint}; falls back below if the probe fails)"
     gpus = tf.config.list_physical_devices("GPU")
-    if len(gpus) > 1:
-        return f"mirrored over {len(gpus)} GPUs"
-    return "one GPU" if gpus else "cpu"
+    other = f"mirrored over {len(gpus)} GPUs" if len(gpus) > 1 else ("one GPU" if gpus else "cpu")
+    hint = _tpu_hint()
+    return f"tpu (found {hint}; if it cannot start: {other})" if hint else other
 
 
 def make_strategy(name: str = "auto") -> tf.distribute.Strategy:

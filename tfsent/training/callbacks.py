@@ -105,11 +105,20 @@ class CallbackSpec:
 
 
 class ResumePoint(NamedTuple):
-    """Where ``fit()`` continues: ``epoch`` and ``step`` within it; ``steps_done`` = training steps already run."""
+    """Where ``fit()`` continues: ``epoch`` and ``step`` within it (both from 0); ``steps_done`` = training steps
+    already run."""
 
     epoch: int
     step: int
     steps_done: int
+
+    def describe(self, steps_per_epoch: int) -> str:
+        """The log line, numbered as Keras shows epochs (``Epoch 5/30``) and as a stop says where it stopped
+        (``stopped by SIGTERM in epoch 4``): from 1."""
+        if self.step == 0:
+            return f"resuming at the start of epoch {self.epoch + 1} ({self.steps_done} training steps done)"
+        return (f"resuming in epoch {self.epoch + 1} at step {self.step + 1} of {steps_per_epoch} "
+                f"({self.steps_done} training steps done)")
 
 
 def resume_point(spec: CallbackSpec, run_dir: str | os.PathLike, steps_per_epoch: int) -> ResumePoint:

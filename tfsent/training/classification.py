@@ -16,7 +16,8 @@ from tfsent.data.manifest import Manifest, load_manifest
 from tfsent.data.prepare import data_identity, prepare_classification
 from tfsent.data.reader import to_keras
 from tfsent.models import architectures
-from tfsent.models.classifier import ClassifierSpec, SequenceClassifier, build_classifier, dropout_settings
+from tfsent.models.classifier import (ClassifierSpec, SequenceClassifier, build_classifier, dropout_settings,
+                                      holds_trained_head)
 from tfsent.models.labels import LabelMap, head_labels
 from tfsent.models.loading import check_max_positions, read_config
 from tfsent.models.sources import resolve_source
@@ -44,6 +45,7 @@ class ClassificationTask(Task):
         super().__init__(spec)
         self._tokenizer = None
         self._checkpoint_config = None
+        self._checkpoint_head: bool | None = None
         self._label_map: LabelMap | None = None
 
     @property
@@ -72,6 +74,16 @@ class ClassificationTask(Task):
                                                                        revision=self.model_group.revision))
         return self._checkpoint_config
 
+    @property
+    def checkpoint_head(self) -> bool:
+        """Whether the starting checkpoint's weights hold a trained head (headers only, read once; False for random
+        init): its labels then keep their order and the dataset's are mapped onto them by name."""
+        if self._checkpoint_head is None:
+            group = self.model_group
+            self._checkpoint_head = group.source is not None and holds_trained_head(
+                resolve_source(group.source, revision=group.revision), self.checkpoint_config)
+        return self._checkpoint_head
+
     def classifier_spec(self, label_names: list[str]) -> ClassifierSpec:
         """The ``model`` group as a :class:`ClassifierSpec` for these labels and the data's length."""
         group = self.model_group
@@ -87,7 +99,7 @@ class ClassificationTask(Task):
         config = self.checkpoint_config
         if config is not None:
             if label_names:
-                head_labels(label_names, config, model=self.model_group.source)
+                head_labels(label_names, config, trained=self.checkpoint_head, model=self.model_group.source)
             check_max_positions(config, int(self.data.max_seq_length))
         arch = config.model_type if config is not None else self.model_group.config.get("arch")
         if arch in architectures.ARCHITECTURES:  # an unknown one is refused when the model is built
@@ -117,9 +129,10 @@ class ClassificationTask(Task):
             if self.checkpoint_config is None:
                 from transformers import BertConfig
 
-                self._label_map = head_labels(names, BertConfig())
+                self._label_map = head_labels(names, BertConfig(), trained=False)
             else:
-                self._label_map = head_labels(names, self.checkpoint_config, model=self.model_group.source)
+                self._label_map = head_labels(names, self.checkpoint_config, trained=self.checkpoint_head,
+                                              model=self.model_group.source)
         return self._label_map
 
     @property

@@ -119,7 +119,7 @@ def build(spec: TrainSpec, run_dir: str | os.PathLike) -> Setup:
         resume = resume_point(spec.callbacks, run_dir, steps_per_epoch)
     if resume.steps_done:
         # A killed run resumes: continue the same seeded data stream where it stopped.
-        log.info("resuming at epoch %d, step %d (%d steps done)", resume.epoch, resume.step, resume.steps_done)
+        log.info(resume.describe(steps_per_epoch))
         train_data, _ = task.build_inputs(strategy, "train", training=True, skip_steps=resume.steps_done)
     total_updates = max(1, trainer.epochs * steps_per_epoch // spec.optimizer.accumulation_steps)
     val_data, val_steps = task.build_inputs(strategy, "validation", training=False)
