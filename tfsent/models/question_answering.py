@@ -169,8 +169,13 @@ def load_question_answering(directory: str | os.PathLike, *, top_k: int = DEFAUL
     """
     directory = pathlib.Path(directory)
     facts = describe(directory)
-    # A tfsent QA model runs at its trained window; another at run_qa.py's and the pipeline's 384 where it fits.
-    length = facts.max_seq_length if facts.meta is not None else min(DEFAULT_WINDOW, facts.max_seq_length)
-    stride = int((facts.meta or {}).get("doc_stride", min(DEFAULT_DOC_STRIDE, length // 2)))
+    length, stride = window(facts)
     return build_question_answering(QuestionAnsweringSpec(source=str(directory), max_seq_length=length,
                                                           doc_stride=stride, top_k=top_k), require_head=True)
+
+
+def window(facts: task_model.Facts) -> tuple[int, int]:
+    """The window length and stride a QA folder runs at: a tfsent QA model's trained ones (``tfsent_qa.json``);
+    another's run_qa.py's and the pipeline's 384 where it fits, sharing ``min(128, length // 2)`` tokens."""
+    length = facts.max_seq_length if facts.meta is not None else min(DEFAULT_WINDOW, facts.max_seq_length)
+    return length, int((facts.meta or {}).get("doc_stride", min(DEFAULT_DOC_STRIDE, length // 2)))
