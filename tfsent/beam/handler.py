@@ -167,8 +167,11 @@ class PredictorHandler(ModelHandler):
 
     def load_model(self) -> LoadedModel:
         from tfsent.runtime.memory import steady_heap
+        from tfsent.runtime.quiet import hide_banners
         from tfsent.runtime.strategy import make_strategy
 
+        # A worker process (multi_processing) logs through Beam's job service, past the CLI's filters.
+        hide_banners()
         steady_heap()  # a worker scores bundle after bundle: as the driver, give back what each one freed
         strategy = make_strategy(self._strategy)
         local = files.local_folder(self._ckpt, files.checkpoint_cache())
