@@ -24,6 +24,7 @@ def main(model, tok_dir, texts_path, out_path, batch=64, max_length=128):
     t = {"imports": time.perf_counter() - START}
     tok = Tokenizer.from_file(str(pathlib.Path(tok_dir) / "tokenizer.json"))
     tok.enable_truncation(max_length)
+    tok.no_padding()  # a tokenizer.json may pad every row to a fixed length (MiniLM-L6's pads to 128)
     texts = pathlib.Path(texts_path).read_text(encoding="utf-8").splitlines()
     enc = tok.encode_batch(texts)
     t["tokenizer"] = time.perf_counter() - START
