@@ -15,6 +15,7 @@ from tfsent.inference.squad_metrics import squad_scores
 
 from fault_helpers import REPO
 from helpers.commands import one_error, run
+from helpers.tiny import tiny_qa_checkpoint
 
 CLASSIFIER = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "hf" / "bert_legacy_bin"
 TINY_SQUAD = REPO / "data" / "squad" / "tiny-v1.1.json"
@@ -25,20 +26,7 @@ OPTS = PredictOptions(strategy="cpu", global_batch_size=8, progress=False, max_l
 @pytest.fixture(scope="module")
 def qa_model(tmp_path_factory):
     """A tiny random BERT QA folder with the MiniLM WordPiece vocabulary (SQuAD questions fit 64 tokens)."""
-    import tf_keras
-
-    from tfsent.models import architectures, load_tokenizer
-
-    from helpers.architectures import tiny_hf_config
-
-    folder = tmp_path_factory.mktemp("qa") / "model"
-    tf_keras.utils.set_random_seed(5)
-    config = tiny_hf_config("bert", labels=("LABEL_0", "LABEL_1"), head="ForQuestionAnswering")
-    model = architectures.get("bert").task_cls("ForQuestionAnswering")(config)
-    model.build_in_name_scope()
-    model.save_pretrained(str(folder))
-    load_tokenizer("minilm_l6").save_pretrained(str(folder))
-    return folder
+    return tiny_qa_checkpoint(tmp_path_factory.mktemp("qa") / "model")
 
 
 def test_a_squad_file_gets_answers_in_order_and_squad_scores(qa_model, tmp_path):
