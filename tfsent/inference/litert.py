@@ -163,6 +163,10 @@ class Cache:
                         e.strerror or e)
 
 
+class Unsupported(Exception):
+    """A signature that does not convert to LiteRT's builtins (the reason is its message)."""
+
+
 @dataclasses.dataclass
 class LiteRTBackend:
     """A checkpoint's converted model, one :class:`LiteRTModel` per signature, converted (or read) on first use.
@@ -183,10 +187,10 @@ class LiteRTBackend:
     _tf_model: object = None
 
     def model(self, signature: str) -> LiteRTModel:
-        """The signature's model.
+        """The signature's model: read from the cache, or converted now (and cached).
 
         Raises:
-            litert_convert.Unsupported (as :class:`Unsupported`): it does not convert.
+            Unsupported: it does not convert (found now, or recorded by an earlier run).
         """
         if signature not in self._models:
             self._models[signature] = LiteRTModel(self._flat(signature), self.threads)
@@ -229,12 +233,8 @@ class LiteRTBackend:
         return flat
 
 
-class Unsupported(Exception):
-    """A signature that does not convert to LiteRT's builtins (the reason is its message)."""
-
-
 def open_backend(ckpt_path: pathlib.Path, ckpt_files: list, kind: str, settings: Mapping,
-                 build: Callable[[], object], *, threads_: int | None = None) -> LiteRTBackend:
+                 build: Callable[[], object], *, num_threads: int | None = None) -> LiteRTBackend:
     """The LiteRT backend of a checkpoint: its cache folder, and ``build`` for the one conversion it may need.
 
     Args:
@@ -243,10 +243,10 @@ def open_backend(ckpt_path: pathlib.Path, ckpt_files: list, kind: str, settings:
         kind: its model kind.
         settings: converter settings that change the converted model (a QA model's ``top_k``).
         build: loads the TensorFlow model (imports TensorFlow), only when a signature must be converted.
-        threads_: XNNPACK's threads; default :func:`threads`.
+        num_threads: XNNPACK's threads; default :func:`threads`.
     """
     folder = cache_root() / cache_key(ckpt_files, ckpt_path, kind, settings)
-    return LiteRTBackend(Cache(folder), build, threads_ or threads())
+    return LiteRTBackend(Cache(folder), build, num_threads or threads())
 
 
 def predict_bucketed(backend: LiteRTBackend, tokens: TokenRows, *, buckets: Sequence[int], global_batch_size: int,
