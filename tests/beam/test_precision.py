@@ -8,7 +8,7 @@ pytest.importorskip("apache_beam", reason="apache-beam is not installed: the bea
 
 import tf_keras  # noqa: E402
 
-from tfsent.beam.handler import ClassifierHandler, describe  # noqa: E402
+from tfsent.beam.handler import PredictorHandler, describe  # noqa: E402
 from tfsent.beam.options import BeamOptions  # noqa: E402
 from tfsent.config import ConfigError  # noqa: E402
 from tfsent.inference import calibration, probe  # noqa: E402
@@ -46,8 +46,8 @@ def test_a_worker_resolves_auto_by_the_inference_rule(ckpt, monkeypatch, device,
     monkeypatch.setattr(strategy_lib, "device_kind", lambda strategy: device)
     monkeypatch.setattr(probe, "probe", lambda *a, **kw: pytest.fail("a Beam worker never probes"))
     facts = describe(str(ckpt), (16, 32), None)
-    handler = ClassifierHandler(str(ckpt), facts, global_batch_size=8, strategy="cpu", precision="auto",
-                                jit_compile="auto", documents=False)
+    handler = PredictorHandler(str(ckpt), facts, global_batch_size=8, strategy="cpu", precision="auto",
+                               jit_compile="auto", documents=False)
     loaded = handler.load_model()
     assert (loaded.predictor.model.dtype_policy.name, loaded.predictor.model.jit_compile) == path
     assert tf_keras.mixed_precision.global_policy().name == path[0]

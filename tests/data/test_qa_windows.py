@@ -58,7 +58,7 @@ def test_an_answer_on_the_window_edge_and_unlabelled_questions(tokenizer):
 
 def test_a_question_that_leaves_no_room_is_named(tokenizer):
     long = _example("long-one", "what " * 20 + "?")
-    with pytest.raises(DataError, match=r"test long-one, question 'long-one': the question takes 21 tokens, which leaves 0 tokens "
+    with pytest.raises(DataError, match=r"test long-one: the question takes 21 tokens, which leaves 0 tokens "
                                         r"of context per window of max_seq_length=24"):
         build_windows([long], tokenizer, 24, 4)
     # Room for 9 context tokens, but windows that overlap by 10 would never advance.

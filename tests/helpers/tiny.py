@@ -41,18 +41,3 @@ def overflowing_checkpoint(directory: pathlib.Path, word: str = "fell") -> pathl
     values[tokenizer.convert_tokens_to_ids(word)] = 3e38
     embeddings.assign(values)
     return model.save_pretrained(directory, tokenizer=tokenizer)
-
-
-def tiny_qa_checkpoint(folder: pathlib.Path, seed: int = 5) -> pathlib.Path:
-    """A tiny random BERT QA folder with the MiniLM WordPiece vocabulary (SQuAD questions fit 64 tokens)."""
-    from tfsent.models import architectures
-
-    from helpers.architectures import tiny_hf_config
-
-    tf_keras.utils.set_random_seed(seed)
-    config = tiny_hf_config("bert", labels=("LABEL_0", "LABEL_1"), head="ForQuestionAnswering")
-    model = architectures.get("bert").task_cls("ForQuestionAnswering")(config)
-    model.build_in_name_scope()
-    model.save_pretrained(str(folder))
-    load_tokenizer("minilm_l6").save_pretrained(str(folder))
-    return folder

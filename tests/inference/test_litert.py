@@ -18,7 +18,8 @@ from tfsent.inference.driver import predict
 from tfsent.inference.options import PredictOptions, QAOptions
 
 from fault_helpers import REPO, child_env
-from helpers.tiny import LABELS, tiny_checkpoint, tiny_qa_checkpoint
+from helpers.qa import tiny_qa_model
+from helpers.tiny import LABELS, tiny_checkpoint
 
 WORDS = "profit rose sharply while costs fell and the outlook for margins improved in the quarter".split()
 OPTS = dict(strategy="cpu", global_batch_size=8, buckets=(16, 32, 64), progress=False)
@@ -125,7 +126,7 @@ def test_a_damaged_cache_file_is_converted_again(scored, cache, litert_env, tmp_
 
 @pytest.fixture(scope="module")
 def qa_model(tmp_path_factory):
-    return tiny_qa_checkpoint(tmp_path_factory.mktemp("qa") / "model")
+    return tiny_qa_model(tmp_path_factory.mktemp("qa") / "model")
 
 
 def test_a_qa_model_answers_as_on_tensorflow(qa_model, litert_env, tmp_path):

@@ -13,20 +13,17 @@ from tfsent.inference.driver import predict
 from tfsent.inference.options import PredictOptions, QAOptions
 from tfsent.inference.squad_metrics import squad_scores
 
-from fault_helpers import REPO
 from helpers.commands import one_error, run
-from helpers.tiny import tiny_qa_checkpoint
+from helpers.qa import BAD_SQUAD, TINY_SQUAD, edited_squad, squad_v2, tiny_qa_model
 
 CLASSIFIER = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "hf" / "bert_legacy_bin"
-TINY_SQUAD = REPO / "data" / "squad" / "tiny-v1.1.json"
 OPTS = PredictOptions(strategy="cpu", global_batch_size=8, progress=False, max_length=64,
                       qa=QAOptions(doc_stride=16))
 
 
 @pytest.fixture(scope="module")
 def qa_model(tmp_path_factory):
-    """A tiny random BERT QA folder with the MiniLM WordPiece vocabulary (SQuAD questions fit 64 tokens)."""
-    return tiny_qa_checkpoint(tmp_path_factory.mktemp("qa") / "model")
+    return tiny_qa_model(tmp_path_factory.mktemp("qa") / "model")
 
 
 def test_a_squad_file_gets_answers_in_order_and_squad_scores(qa_model, tmp_path):
@@ -86,21 +83,10 @@ def test_a_killed_run_resumes_and_shards_join_as_one(qa_model, tmp_path):
     assert again["parts_skipped"] == 0  # nothing was left to resume: a finished run removes its parts
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda d: d["data"][0]["paragraphs"][0]["qas"][0]["answers"][0].update(answer_start=3),
-     r"question 5733be284776f41900661182: answer 0 'Saint Bernadette Soubirous' is not at answer_start=3"),
-    (lambda d: d["data"][0]["paragraphs"][0]["qas"][1].update(question=" "),
-     r"question 5733be284776f4190066117f: empty question"),
-    (lambda d: d["data"][1]["paragraphs"][0].update(context=""), r"paragraph 0: empty context"),
-    (lambda d: d["data"][0]["paragraphs"][0]["qas"][2].update(question="why " * 80),
-     r"question 5733be284776f41900661180: the question takes 80 tokens"),
-])
+@pytest.mark.parametrize("edit, message", BAD_SQUAD)
 def test_bad_squad_files_are_one_line_and_write_nothing(qa_model, tmp_path, edit, message):
-    data = json.loads(TINY_SQUAD.read_text())
-    edit(data)
-    (tmp_path / "bad.json").write_text(json.dumps(data))
     with pytest.raises(DataError, match=message):
-        predict(qa_model, tmp_path / "bad.json", tmp_path / "out.csv", OPTS)
+        predict(qa_model, edited_squad(tmp_path / "bad.json", edit), tmp_path / "out.csv", OPTS)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json"]
 
 
@@ -110,11 +96,19 @@ def test_options_of_the_other_kind_are_refused(qa_model, tmp_path):
     with pytest.raises(DataError, match="a SQuAD file holds questions for a question-answering model; .* is a "
                                         "classifier"):
         predict(CLASSIFIER, TINY_SQUAD, tmp_path / "out.csv", OPTS)
+    (tmp_path / "texts.txt").write_text("Profit rose.\n")
+    with pytest.raises(ConfigError, match=r"^qa.doc_stride=16: this checkpoint is a classifier, which does not take "
+                                          r"qa.doc_stride$"):
+        predict(CLASSIFIER, tmp_path / "texts.txt", tmp_path / "out.csv", OPTS)
+    with pytest.raises(ConfigError, match=r"^documents.overlap=1: this checkpoint is a question-answering model, "
+                                          r"which does not take documents.overlap$"):
+        predict(qa_model, TINY_SQUAD, tmp_path / "out.csv",
+                PredictOptions(**{**OPTS.__dict__, "documents": {"overlap": 1}}))
     (tmp_path / "q.jsonl").write_text(json.dumps({"question": "Who?", "context": "Denver."}) + "\n")
     with pytest.raises(DataError, match="qa.questions is for documents mode"):
         predict(qa_model, tmp_path / "q.jsonl", tmp_path / "out.csv",
                 PredictOptions(**{**OPTS.__dict__, "qa": QAOptions(questions=("Who?",))}))
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["q.jsonl"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["q.jsonl", "texts.txt"]
 
 
 def test_the_command_line_prints_scores_and_one_error_line(qa_model, tmp_path):
@@ -143,13 +137,7 @@ def test_the_report_shows_answers_in_context_and_squad_scores(qa_model, tmp_path
 
 
 def test_a_squad_v2_file_lets_no_answer_compete(qa_model, tmp_path):
-    data = json.loads(TINY_SQUAD.read_text())
-    data["version"] = "v2.0"
-    paragraph = data["data"][0]["paragraphs"][0]
-    for qa in paragraph["qas"][:3]:
-        qa.update(answers=[], is_impossible=True)
-    (tmp_path / "v2.json").write_text(json.dumps(data))
-    summary = predict(qa_model, tmp_path / "v2.json", tmp_path / "v2.csv", OPTS)
+    summary = predict(qa_model, squad_v2(tmp_path / "v2.json"), tmp_path / "v2.csv", OPTS)
     frame = pd.read_csv(tmp_path / "v2.csv", keep_default_na=False)
     assert "no_answer" in frame.columns
     no_answer = frame["no_answer"].astype(str).str.lower() == "true"

@@ -44,7 +44,7 @@ JOB = textwrap.dedent('''
 # Every key of conf/predict.yaml: the options and the keys predict reads itself (paths, report, verbose).
 PREDICT_KEYS = ("buckets, ckpt_path, documents, encoding, global_batch_size, id_column, input, input_format, "
                 "jit_compile, keep_columns, keep_text, label_column, label_map, label_names, mask_seed, max_length, "
-                "merge, num_shards, output, output_format, overwrite, packing, part_size, precision, progress, "
+                "merge, num_shards, output, output_format, overwrite, packing, part_size, precision, progress, qa, "
                 "report, revision, shard_index, shard_wait_s, split, steps_per_execution, strategy, text_column, "
                 "verbose")
 
@@ -143,11 +143,13 @@ def test_help_lists_the_groups_and_keys_of_its_own_entry_point(tmp_path):
     train = cli.help_text("train", ("experiment",)).splitlines()
     assert train[3:12] == ["  callbacks: default",
                            "  data: csv, phrasebank, phrasebank_66agree, phrasebank_75agree, phrasebank_allagree, "
-                           "phrasebank_allagree_plus, phrasebank_corpus, transcripts_corpus",
-                           "  model: finbert_tone, minilm_l6, roberta_small, tiny_bert, tiny_roberta_mlm",
+                           "phrasebank_allagree_plus, phrasebank_corpus, squad, transcripts_corpus",
+                           "  model: finbert_tone, minilm_l6, minilm_l6_qa, roberta_small, tiny_bert, tiny_bert_qa, "
+                           "tiny_roberta_mlm",
                            "  optimizer: adamw", "  paths: default", "  schedule: constant, linear_warmup",
                            "  strategy: auto, cpu, mirrored, multi_worker, tpu, virtual_cpu", "  trainer: default",
-                           "  +experiment: finbert_tone, finbert_tone_tiny, roberta_mlm, roberta_mlm_tiny"]
+                           "  +experiment: finbert_tone, finbert_tone_tiny, roberta_mlm, roberta_mlm_tiny, squad, "
+                           "squad_tiny"]
     assert "Config groups" not in cli.help_text("report")
     assert not list(tmp_path.iterdir())  # help writes nothing
 

@@ -15,6 +15,7 @@ from tfsent.beam.options import BeamOptions
 from tfsent.beam.runner import quiet_beam
 from tfsent.config import require, scoring_options
 from tfsent.errors import UserError
+from tfsent.inference.predictor import predictor_class
 from tfsent.runtime.cli import hydra_entry
 
 # Keys of conf/beam.yaml that are not BeamOptions fields.
@@ -52,7 +53,7 @@ def run(cfg: DictConfig) -> dict:
     summary = score(require(cfg, "ckpt_path"), require(cfg, "input"), require(cfg, "output"),
                     options)
     print(f"beam: {summary['rows']} rows in {summary['seconds']:.1f} s ({summary['rows_per_second']:.1f} rows/s, "
-          f"{summary['runner']}) -> {summary['output']}; labels {summary['label_counts']}")
+          f"{summary['runner']}) -> {summary['output']}; {predictor_class(summary['kind']).describe(summary)}")
     return summary
 
 

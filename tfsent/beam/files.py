@@ -29,6 +29,13 @@ def join(folder: str, name: str) -> str:
     return str(pathlib.Path(folder) / name) if is_local(folder) else FileSystems.join(folder, name)
 
 
+def sibling(path: str, name: str) -> str:
+    """The file ``name`` in the folder of a local or remote ``path``."""
+    if is_local(path):
+        return str(pathlib.Path(path).with_name(name))
+    return path[: len(path) - len(FileSystems.split(path)[1])] + name
+
+
 def exists(path: str) -> bool:
     """Whether a local or remote file (or folder) exists."""
     return pathlib.Path(path).exists() if is_local(path) else FileSystems.exists(path)

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from tfsent.inference.documents import ChunkOptions
 from tfsent.inference.engine import DEFAULT_BUCKETS
-from tfsent.inference.options import check_settings
+from tfsent.inference.options import PredictOptions, QAOptions, check_settings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,6 +29,7 @@ class BeamOptions:
     buckets: tuple[int, ...] = DEFAULT_BUCKETS
     max_length: int | None = None
     documents: ChunkOptions = ChunkOptions()
+    qa: QAOptions = QAOptions()
     precision: str = "float32"
     jit_compile: bool | str | None = None
     packing: bool | str = "auto"
@@ -45,6 +46,8 @@ class BeamOptions:
         object.__setattr__(self, "keep_columns", tuple(str(c) for c in self.keep_columns))
         if isinstance(self.documents, Mapping):
             object.__setattr__(self, "documents", ChunkOptions(**self.documents))
+        if isinstance(self.qa, Mapping):
+            object.__setattr__(self, "qa", QAOptions(**self.qa))
         if isinstance(self.pipeline_options, Mapping):
             flags = tuple(f"--{k}={v}" for k, v in self.pipeline_options.items())
             object.__setattr__(self, "pipeline_options", flags)
@@ -60,3 +63,9 @@ class BeamOptions:
         bad = [f for f in self.pipeline_options if not f.startswith("--")]
         if bad:
             raise ValueError(f"pipeline_options: {bad[0]!r} is not a Beam flag; write it as --name=value")
+
+    def predict_options(self) -> PredictOptions:
+        """The settings shared with ``tfsent.predict`` as its options: a model kind's predictor opens the input and
+        refuses what its kind does not take with them, as in ``tfsent.predict``."""
+        shared = {f.name for f in dataclasses.fields(PredictOptions)}
+        return PredictOptions(**{f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name in shared})

@@ -51,6 +51,15 @@ class QAWindows:
     def __len__(self) -> int:
         return len(self.example)
 
+    @classmethod
+    def spans(cls, example: np.ndarray, window: np.ndarray, char_start: list[np.ndarray],
+              char_end: list[np.ndarray]) -> QAWindows:
+        """Windows as answers are picked from them: each one's question and its tokens' characters, without token
+        features or training labels (scored windows gathered back from elsewhere, as ``tfsent.beam`` does)."""
+        none = np.zeros(len(example), np.int64)
+        return cls({}, np.asarray(example, np.int64), np.asarray(window, np.int64), list(char_start),
+                   list(char_end), none, none.copy())
+
     def context_mask(self, i: int) -> np.ndarray:
         """``bool [length]``: which tokens of window ``i`` are context."""
         return self.char_start[i] >= 0

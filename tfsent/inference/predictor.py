@@ -10,6 +10,7 @@ driver does not change.
 from __future__ import annotations
 
 import abc
+import dataclasses
 import os
 import pathlib
 import time
@@ -95,6 +96,9 @@ class Predictor(abc.ABC):
 
     kind: str
     source_kinds: tuple[str, ...] = ("rows", "documents", "tokens")
+    #: Whether an output row groups several of the engine's rows (a QA model's question, of its windows): such a
+    #: kind builds its rows in :meth:`frame`, not :meth:`columns`.
+    groups_rows: bool = False
     tokenizer = None
     model = None
     features: tuple[str, ...] = ("input_ids", "attention_mask")
@@ -114,6 +118,7 @@ class Predictor(abc.ABC):
         if fmt == "squad":
             raise DataError(f"{input}: a SQuAD file holds questions for a question-answering model; {ckpt_path} "
                             f"is a {kinds.get(cls.kind).family}")
+        cls.refuse_options(options, ("qa",))
         labels = None
         if options.label_map is not None and options.label_column is None:
             raise ConfigError("label_map is set but label_column is not; name the column holding the labels "
@@ -128,17 +133,19 @@ class Predictor(abc.ABC):
 
     @classmethod
     def refuse_options(cls, options, keys: Sequence[str]) -> None:
-        """Refuse settings a kind cannot take (a classifier's ``label_column`` for a QA model and the like).
+        """Refuse settings a kind cannot take (a classifier's ``label_column`` for a QA model, ``qa.*`` for a
+        classifier and the like): any of ``keys`` (and, but for a classifier, its labels) changed from its default.
 
         Raises:
-            ConfigError: one line naming the first such setting and the kind.
+            ConfigError: one line naming the first such setting (a group's first changed key) and the kind.
         """
         only_classifier = ("label_column", "label_map", "label_names")
         for key in tuple(keys) + (only_classifier if cls.kind != "classifier" else ()):
-            value = getattr(options, key)
-            if value not in (None, (), [], {}):
-                raise ConfigError(f"{key}={value}: this checkpoint is a {kinds.get(cls.kind).family}, which does "
-                                  f"not take {key}")
+            changed = _changed(options, key)
+            if changed is not None:
+                name, value = changed
+                raise ConfigError(f"{name}={value}: this checkpoint is a {kinds.get(cls.kind).family}, which does "
+                                  f"not take {name}")
 
     def packing(self, setting: bool | str) -> Packing | None:
         """How the engine packs this model's rows for ``packing: auto|true|false``, or None (rows run padded).
@@ -200,6 +207,19 @@ class Predictor(abc.ABC):
     def describe(cls, summary: dict) -> str:
         """What ``tfsent.predict`` prints of a finished run after its row count (default: nothing more)."""
         return ""
+
+
+def _changed(options, key: str) -> tuple[str, object] | None:
+    """``(name, value)`` of the setting ``key`` when it differs from its default (a group such as ``qa``: its
+    first changed key, ``qa.questions``), else None."""
+    value = getattr(options, key)
+    default = next(f.default for f in dataclasses.fields(options) if f.name == key)
+    if value == default:
+        return None
+    if dataclasses.is_dataclass(value):
+        name = next(f.name for f in dataclasses.fields(value) if getattr(value, f.name) != getattr(default, f.name))
+        return f"{key}.{name}", getattr(value, name)
+    return key, value
 
 
 def compiled(strategy, build: Callable[[], object], *, jit_compile: bool | None, steps_per_execution: int):

@@ -80,26 +80,52 @@ class DocumentQuestionSource:
     kind = "questions"
     labelled = False
 
-    def __init__(self, folder: str | pathlib.Path, options: QAOptions, *, encoding: str | None):
-        self.documents = DocumentSource(folder, encoding)
-        self.path, self.files, self.encoding = self.documents.path, self.documents.files, self.documents.encoding
+    def __init__(self, folder: str | pathlib.Path, options: QAOptions, *, encoding: str | None,
+                 files: Sequence[str] | None = None):
+        """
+        Args:
+            folder: the folder of documents.
+            options: ``qa``: its ``questions`` and ``no_answer``.
+            encoding: the documents' encoding (None: UTF-8).
+            files: the folder's documents in name order when the caller listed them (``tfsent.beam`` lists local
+                and remote folders itself); None: the ``.txt`` files of the local ``folder``.
+
+        Raises:
+            DataError: not a folder of documents, or no questions.
+        """
+        if files is None:
+            documents = DocumentSource(folder, encoding)
+            folder, files = documents.path, documents.files
+        self.path, self.files, self.encoding = folder, list(files), encoding or "utf-8"
         self.questions = read_questions(options.questions)
         self.no_answer = bool(options.no_answer)
 
     def units(self) -> Iterator[QAExample]:
         """``(document, question)`` pairs, documents in name order, questions in the order given."""
         for f in self.files:
-            text = read_document(f, self.encoding)
-            if not text.strip():
-                raise DataError(f"{f}: empty document; remove it from the folder or give it text to ask about")
-            for k, question in enumerate(self.questions):
-                yield QAExample(f"{f.stem}#{k}", question, text, title=f.stem, where=str(f))
+            yield from self.ask(f, read_document(f, self.encoding))
+
+    def ask(self, path: str | pathlib.Path, text: str) -> list[QAExample]:
+        """Every question of one document, in the order given.
+
+        Args:
+            path: the document's file (its stem is the ``doc_id``).
+            text: its text.
+
+        Raises:
+            DataError: an empty document, naming it.
+        """
+        stem = _file(path).stem
+        if not text.strip():
+            raise DataError(f"{path}: empty document; remove it from the folder or give it text to ask about")
+        return [QAExample(f"{stem}#{k}", question, text, title=stem, where=str(path))
+                for k, question in enumerate(self.questions)]
 
     def count(self) -> int:
         return len(self.files) * len(self.questions)
 
     def columns(self, units: Sequence[QAExample]) -> dict[str, list]:
-        names = {f.stem: f.name for f in self.files}
+        names = {_file(f).stem: _file(f).name for f in self.files}
         return {"doc_id": [u.title for u in units], "document": [names[u.title] for u in units],
                 "question": [u.question for u in units]}
 
@@ -150,14 +176,24 @@ def _squad_version(path: pathlib.Path) -> str | None:
     return rest[1:rest.find('"', 1)] if rest.startswith('"') else None
 
 
+def _file(path: str | pathlib.Path) -> pathlib.PurePosixPath:
+    # A local path or a remote one (gs://bucket/calls/a.txt): the name and stem are its last component's.
+    return pathlib.PurePosixPath(str(path))
+
+
 def open_questions(path: str | pathlib.Path, fmt: str, options: QAOptions, *, id_column: str | None,
-                   encoding: str | None):
+                   encoding: str | None, documents: Sequence[str] | None = None):
     """The question source of a QA prediction: documents (``input_format=documents``, or a folder) or a file.
+
+    Args:
+        documents: a documents folder's files as the caller listed them (see :class:`DocumentQuestionSource`).
 
     Raises:
         DataError: a bad input (file and question named), documents without ``qa.questions``, or questions given
             for a file that holds its own.
     """
+    if documents is not None:
+        return DocumentQuestionSource(path, options, encoding=encoding, files=documents)
     path = pathlib.Path(path)
     if fmt == "documents" or (fmt in (None, "auto") and path.is_dir()):
         return DocumentQuestionSource(path, options, encoding=encoding)

@@ -24,7 +24,8 @@ import tensorflow as tf
 import tf_keras
 
 from tfsent.models import kinds, task_model
-from tfsent.models.facts import DEFAULT_DOC_STRIDE, DEFAULT_WINDOW, qa_window  # noqa: F401
+from tfsent.models.facts import DEFAULT_DOC_STRIDE, DEFAULT_WINDOW  # noqa: F401
+from tfsent.models.facts import qa_window as window  # read without TensorFlow; Beam's handler imports it here
 from tfsent.models.facts import qa_facts as describe  # read without TensorFlow
 from tfsent.models.task_model import TaskModel
 
@@ -161,6 +162,6 @@ def load_question_answering(directory: str | os.PathLike, *, top_k: int = DEFAUL
         CheckpointError: no trained span head, an unsupported architecture, unreadable or mismatched weights.
     """
     directory = pathlib.Path(directory)
-    length, stride = qa_window(describe(directory))
+    length, stride = window(describe(directory))
     return build_question_answering(QuestionAnsweringSpec(source=str(directory), max_seq_length=length,
                                                           doc_stride=stride, top_k=top_k), require_head=True)

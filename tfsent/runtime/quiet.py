@@ -149,6 +149,24 @@ def stderr_is_terminal() -> bool:
         return False
 
 
+class _Banner(logging.Filter):
+    def __init__(self, text: str):
+        super().__init__()
+        self.text = text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.text not in record.getMessage()
+
+
+def hide_banners() -> None:
+    """Drop :data:`BANNERS` from their loggers, once per process: the CLI's process and each Beam worker process,
+    whose log records come back to the user through Beam's job service rather than through fd 2."""
+    for name, text in BANNERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _Banner) and f.text == text for f in logger.filters):
+            logger.addFilter(_Banner(text))
+
+
 def quiet_start(verbose: bool = False) -> None:
     """Hide native INFO/WARNING lines, absl's and TensorFlow's Python INFO lines and known banners, unless ``verbose``.
 
@@ -163,8 +181,7 @@ def quiet_start(verbose: bool = False) -> None:
     # would reach Hydra's console handler through the root logger.
     for name in ("absl", "tensorflow"):
         logging.getLogger(name).setLevel(logging.WARNING)
-    for name, text in BANNERS:
-        logging.getLogger(name).addFilter(lambda record, text=text: text not in record.getMessage())
+    hide_banners()
     user_chose_level = os.environ.get("TFSENT_DEFAULT_LOG_LEVEL") != "1"
     if _ACTIVE is None and not user_chose_level:
         _ACTIVE = NativeLogFilter()
