@@ -75,7 +75,24 @@ def path_labels(ckpt: pathlib.Path, strategy, texts: Sequence[str], batch_size: 
         out.append(PathLabels(path.name, packing, np.asarray(res["label_id"]), np.asarray(res["probs"])))
         del predictor
     set_policy("float32", strategy)
+    out.append(_litert_labels(ckpt, texts, batch_size, buckets, options))
     return out
+
+
+def _litert_labels(ckpt: pathlib.Path, texts: Sequence[str], batch_size: int, buckets: Sequence[int], options
+                   ) -> PathLabels:
+    """LiteRT fp32 (the CPU default), converted into a cache beside the model and scored as the driver scores."""
+    import tempfile
+
+    from bench.compare import _litert_predictor
+    from bench.inference import bucketed
+    from tfsent.inference.tokens import tokenize_texts
+
+    with tempfile.TemporaryDirectory(prefix="tfsent-agreement-litert-") as tmp:
+        predictor = _litert_predictor(ckpt, options, pathlib.Path(tmp))
+        tokens = tokenize_texts(predictor.tokenizer, texts, buckets[-1], features=predictor.features)
+        res = bucketed(predictor, None, tokens, batch_size, predictor.packing("auto"))
+    return PathLabels("litert fp32", "auto", np.asarray(res["label_id"]), np.asarray(res["probs"]))
 
 
 def render(results: Sequence[PathLabels], rows: int, source: str) -> tuple[list[str], list[table.Target]]:

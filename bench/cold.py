@@ -58,7 +58,7 @@ def cold_runs(ckpt: pathlib.Path, sentences: Sequence[str], sizes: Sequence[int]
     with tempfile.TemporaryDirectory(prefix="tfsent-cold-") as tmp:
         tmp = pathlib.Path(tmp)
         for n in sizes:
-            texts = _write_texts(tmp / f"texts-{n}.txt", sentences, n)
+            texts = write_texts(tmp / f"texts-{n}.txt", sentences, n)
             for variant, (overrides, xla_cache) in variants.items():
                 caches = tmp / f"caches-{variant}-{n}"
                 env = xla_cache_env(caches / "xla") if xla_cache else {}
@@ -72,7 +72,7 @@ def cold_runs(ckpt: pathlib.Path, sentences: Sequence[str], sizes: Sequence[int]
     return out
 
 
-def _write_texts(path: pathlib.Path, sentences: Sequence[str], n: int) -> pathlib.Path:
+def write_texts(path: pathlib.Path, sentences: Sequence[str], n: int) -> pathlib.Path:
     """``n`` sentences (the pool repeated), one per line."""
     from bench.inference import repeat_to
 
@@ -133,7 +133,7 @@ def auto_cost(ckpt: pathlib.Path, sentences: Sequence[str], rows: int, n_rounds:
 
     with tempfile.TemporaryDirectory(prefix="tfsent-auto-") as tmp:
         tmp = pathlib.Path(tmp)
-        texts = _write_texts(tmp / "texts.txt", sentences, rows)
+        texts = write_texts(tmp / "texts.txt", sentences, rows)
         runs = iter(range(1_000_000))
 
         def predict(*overrides: str) -> str:

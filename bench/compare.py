@@ -20,7 +20,9 @@ from collections.abc import Callable, Sequence
 from bench import inference, model_alone, rounds, table
 from bench.rounds import Mode, Series
 
-PATH_ORDER = ("xla fp32", "graph fp32", "graph bf16", "xla bf16")
+PATH_ORDER = ("litert fp32", "xla fp32", "graph fp32", "graph bf16", "xla bf16")
+ORT_MODES = (("ort fp32", "ONNX Runtime fp32", "torch.onnx export (opset 17), CPU provider, sorted batches of {b}"),
+             ("ort int8", "ONNX Runtime int8", "quantize_dynamic (QInt8) of that export, sorted batches of {b}"))
 
 
 @dataclasses.dataclass
@@ -55,7 +57,7 @@ def _paths():
 def compare_model(label: str, ckpt: pathlib.Path, strategy, sentences: Sequence[str], sizes: Sequence[int],
                   main_size: int, padded_rows: int, n_rounds: int, batch_size: int, worker=None,
                   torch_name: str | None = None, smoke: bool = False,
-                  log: Callable[[str], None] | None = None) -> ModelResult:
+                  log: Callable[[str], None] | None = None, onnx_name: str | None = None) -> ModelResult:
     """Time every mode of one model for each job size.
 
     Args:
@@ -70,9 +72,11 @@ def compare_model(label: str, ckpt: pathlib.Path, strategy, sentences: Sequence[
         n_rounds: interleaved rounds per job size.
         batch_size: global batch of every batched mode.
         worker: a ``bench.torch_client.TorchWorker`` with the model loaded as ``torch_name``, or None.
+        onnx_name: the name the worker holds this very checkpoint's ONNX export under (``load_onnx``): ONNX
+            Runtime fp32 and int8 run at every job size.
         smoke: allow fewer than 5 rounds (``--quick``).
     """
-    from tfsent.inference.calibration import resolve_execution
+    from tfsent.inference.calibration import resolve_backend, resolve_execution
     from tfsent.inference.driver import load_with_options
     from tfsent.models.loading import read_config
     from tfsent.inference.options import PredictOptions
@@ -84,14 +88,23 @@ def compare_model(label: str, ckpt: pathlib.Path, strategy, sentences: Sequence[
     for path in _paths():
         predictors[path.name] = load_with_options(ckpt, strategy, 1, dataclasses.replace(
             options, precision=path.precision, jit_compile=path.jit_compile))
+    set_policy("float32", strategy)
+    predictors["litert fp32"] = _litert_predictor(ckpt, options, ckpt.parent / f"litert-cache-{ckpt.name}")
     with tempfile.TemporaryDirectory(prefix="tfsent-bench-") as tmp:
         start = time.perf_counter()
-        resolved = resolve_execution(strategy, dataclasses.replace(options, precision="auto", jit_compile="auto"),
-                                     config=read_config(ckpt), cache=pathlib.Path(tmp) / "execution.json")
+        auto = dataclasses.replace(options, precision="auto", jit_compile="auto", backend="auto")
+        # precision=auto weighs TensorFlow's import against the job: the main job's text, as a file would hold it.
+        job_bytes = len("\n".join(inference.repeat_to(sentences, main_size)).encode())
+        resolved = resolve_backend(auto, "classifier", strategy=strategy, config=read_config(ckpt),
+                                   job_bytes=job_bytes, cache=pathlib.Path(tmp) / "execution.json")
+        if resolved.options.backend == "tensorflow":
+            resolved = resolve_execution(strategy, resolved.options, config=read_config(ckpt),
+                                         cache=pathlib.Path(tmp) / "execution.json")
         calibration_seconds = time.perf_counter() - start
     set_policy("float32", strategy)  # the policy is global: what follows builds float32 models
-    chosen_path = f"{'xla' if resolved.options.jit_compile else 'graph'} " \
-                  f"{'bf16' if resolved.options.precision == 'mixed_bfloat16' else 'fp32'}"
+    chosen_path = "litert fp32" if resolved.options.backend == "litert" else \
+        f"{'xla' if resolved.options.jit_compile else 'graph'} " \
+        f"{'bf16' if resolved.options.precision == 'mixed_bfloat16' else 'fp32'}"
     if log:
         log(f"{label}: {resolved.describe()} in {calibration_seconds:.1f} s")
     fp32_model = predictors["xla fp32"].model
@@ -106,6 +119,10 @@ def compare_model(label: str, ckpt: pathlib.Path, strategy, sentences: Sequence[
             modes.append(mode)
             flops[mode.name] = (counted.executed, counted.useful)
             packing[mode.name] = (counted.padded, counted.packed, counted.useful)
+        if worker is not None and onnx_name is not None:
+            for kind, title, note in ORT_MODES:
+                modes.append(Mode(f"{title} ({label})", n, worker.timer(onnx_name, kind, texts, batch_size),
+                                  note.format(b=batch_size)))
         if worker is not None:
             for kind, title, note in (("pipeline", "HF pipeline, torch", "pipeline(texts), default batch_size=1"),
                                       ("batched", "batched torch", f"batch {batch_size}, pad to longest, "
@@ -127,7 +144,27 @@ def compare_model(label: str, ckpt: pathlib.Path, strategy, sentences: Sequence[
         log(f"{label}: the model alone on the {largest}-row job's full batch, against the matmul rate")
     alone = model_alone.measure(predictors[chosen_path], inference.repeat_to(sentences, largest), batch_size,
                                 bool(resolved.options.jit_compile), resolved.options.precision, n_rounds)
+    predictors.clear()
     return ModelResult(label, chosen, chosen_path, resolved.how, calibration_seconds, jobs, alone)
+
+
+def _litert_predictor(ckpt: pathlib.Path, options, folder: pathlib.Path):
+    """The checkpoint's LiteRT predictor as ``tfsent.predict`` loads it, converted once into the cache ``folder`` (the
+    bench's rounds time scoring, not the one conversion, which the whole-process section shows)."""
+    import os
+
+    from tfsent.inference.driver import load_predictor
+
+    previous = os.environ.get("TFSENT_CACHE_DIR")
+    os.environ["TFSENT_CACHE_DIR"] = str(folder)
+    try:
+        return load_predictor(ckpt, None, max_length=None, jit_compile=None, steps_per_execution=1,
+                              options=dataclasses.replace(options, backend="litert"))
+    finally:
+        if previous is None:
+            os.environ.pop("TFSENT_CACHE_DIR")
+        else:
+            os.environ["TFSENT_CACHE_DIR"] = previous
 
 
 def _find(job: Job, prefix: str) -> Series | None:
@@ -263,4 +300,20 @@ def targets(result: ModelResult, matmul: dict[str, float], native_bf16: bool) ->
         if job.rows == largest:
             out.append(table.Target(f"useful FLOP rate / {result.chosen_path[-4:]} matmul rate ({result.label}, "
                                     f"{job.rows}-row job)", useful / chosen.time.median / limit, 0.5))
+        out += ort_targets(result.label, job)
     return out
+
+
+def ort_targets(label: str, job: Job) -> list[table.Target]:
+    """Issue 36 on one job: tfsent's exact default (LiteRT fp32) at least ONNX Runtime fp32's rate, and tfsent's
+    fastest path at least 1.5x it (its labels' agreement is the agreement section's target)."""
+    ort = _find(job, "ONNX Runtime fp32")
+    default = _find(job, "tfsent litert fp32")
+    if ort is None or default is None:
+        return []
+    fastest = max((s for name, s in job.series.items() if name.startswith("tfsent ")),
+                  key=lambda s: rounds.speedup(s, ort).median)
+    return [table.Target(f"tfsent litert fp32 / ONNX Runtime fp32 ({label}, {job.rows}-row job), x",
+                         rounds.speedup(default, ort).median, 1.0),
+            table.Target(f"fastest tfsent path ({fastest.name.split(' (')[0][7:]}) / ONNX Runtime fp32 ({label}, "
+                         f"{job.rows}-row job), x", rounds.speedup(fastest, ort).median, 1.5)]

@@ -76,7 +76,27 @@ def build_model(strategy, model: str, precision: str = "float32"):
 
 
 def encoder_shape(clf) -> flops_lib.EncoderShape:
-    return flops_lib.EncoderShape.from_config(clf.hf_model.config, num_labels=len(LABELS))
+    """The encoder's sizes of a Keras classifier, or of a LiteRT predictor (read from its checkpoint's config)."""
+    config = clf.hf_model.config if hasattr(clf, "hf_model") else clf._config
+    return flops_lib.EncoderShape.from_config(config, num_labels=len(LABELS))
+
+
+def is_litert(predictor) -> bool:
+    """Whether a predictor scores on LiteRT (``tfsent.inference.litert``) rather than a Keras model."""
+    return hasattr(predictor.model, "cache")
+
+
+def bucketed(predictor, strategy, tokens, batch_size: int, packing):
+    """``predict_bucketed`` of the predictor's backend: TensorFlow's engine, or LiteRT's (one CPU, no strategy)."""
+    if is_litert(predictor):
+        from tfsent.inference import litert
+
+        return litert.predict_bucketed(predictor.model, tokens, buckets=BUCKETS, global_batch_size=batch_size,
+                                       pad_values=predictor.pad_values, packing=packing)
+    from tfsent.inference.engine import predict_bucketed
+
+    return predict_bucketed(predictor.model, strategy, tokens, buckets=BUCKETS, global_batch_size=batch_size,
+                            pad_values=predictor.pad_values, packing=packing)
 
 
 def token_lengths(tokenizer, texts: Sequence[str]) -> list[int]:
@@ -153,20 +173,18 @@ def path_mode(predictor, strategy, texts: Sequence[str], batch_size: int, label:
     """tfsent on one execution path, as the driver runs it (``packing: auto``): texts tokenized as the driver
     does, then ``predict_bucketed`` (warmed up on the same texts, so every shape this job uses is compiled before the
     clock starts)."""
-    from tfsent.inference.engine import predict_bucketed
     from tfsent.inference.tokens import tokenize_texts
 
     packing = predictor.packing("auto")
 
     def run():
         tokens = tokenize_texts(predictor.tokenizer, texts, BUCKETS[-1], features=predictor.features)
-        out = predict_bucketed(predictor.model, strategy, tokens, buckets=BUCKETS, global_batch_size=batch_size,
-                               pad_values=predictor.pad_values, packing=packing)
+        out = bucketed(predictor, strategy, tokens, batch_size, packing)
         assert len(out["label_id"]) == len(texts)
 
     run()
     lengths = token_lengths(predictor.tokenizer, texts)
-    shape = encoder_shape(predictor.model)
+    shape = encoder_shape(predictor.model if not is_litert(predictor) else predictor)
     counts = {setting: flops_lib.executed_flops(shape, lengths, BUCKETS, batch_size, packing=setting)
               for setting in ("auto", False, True)}
     return (Mode(f"tfsent {name} ({label})", len(texts), run,

@@ -9,7 +9,8 @@ switch, before any of them loads (the torch worker and the cold-start processes 
   ``ONEDNN_MAX_CPU_ISA``.
 
 What stays: TensorFlow's Eigen kernels are compiled for one instruction set and run alike on both machines, and
-the cores, caches and memory are this machine's. tfsent reads the oneDNN cap too
+the cores, caches and memory are this machine's. LiteRT's XNNPACK and ONNX Runtime's MLAS pick their kernels with no
+documented switch to cap them (issue 36), so their rows still run AVX-512 and flatter an AVX2 machine. tfsent reads the oneDNN cap too
 (:func:`tfsent.runtime.execution.has_native_bf16`): ``auto`` keeps fp32, as on a real AVX2 CPU.
 """
 

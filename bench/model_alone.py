@@ -69,15 +69,25 @@ def measure(predictor, texts: Sequence[str], batch_size: int, jit_compile: bool,
     from tfsent.inference.engine import plan_flops
     from tfsent.inference.packing import SEGMENT_IDS
 
-    arrays, length, batch = _full_batch(predictor, texts, batch_size)
-    features = {k: tf.constant(v) for k, v in arrays.items()}
-    step = tf.function(predictor.model.predict_step, jit_compile=jit_compile)
-    matmul = flops_lib.matmul_timer("bfloat16" if precision == "mixed_bfloat16" else "float32")
+    from bench.inference import is_litert
 
-    def run_model() -> float:
-        start = time.perf_counter()
-        tf.nest.map_structure(lambda t: t.numpy(), step(features))
-        return time.perf_counter() - start
+    arrays, length, batch = _full_batch(predictor, texts, batch_size)
+    matmul = flops_lib.matmul_timer("bfloat16" if precision == "mixed_bfloat16" else "float32")
+    if is_litert(predictor):  # the converted model alone, resized to the batch's shape
+        model = predictor.model.model("packed" if SEGMENT_IDS in arrays else "padded")
+
+        def run_model() -> float:
+            start = time.perf_counter()
+            model(arrays)
+            return time.perf_counter() - start
+    else:
+        features = {k: tf.constant(v) for k, v in arrays.items()}
+        step = tf.function(predictor.model.predict_step, jit_compile=jit_compile)
+
+        def run_model() -> float:
+            start = time.perf_counter()
+            tf.nest.map_structure(lambda t: t.numpy(), step(features))
+            return time.perf_counter() - start
 
     run_model()  # trace and compile
     seconds, rates = [], []
@@ -85,5 +95,6 @@ def measure(predictor, texts: Sequence[str], batch_size: int, jit_compile: bool,
         seconds.append(run_model())
         rates.append(matmul())
     packed = SEGMENT_IDS in arrays
-    executed = plan_flops([(length, None, batch, 1)], encoder_shape(predictor.model).encoder(), packed=packed)
+    shape = encoder_shape(predictor if is_litert(predictor) else predictor.model)
+    executed = plan_flops([(length, None, batch, 1)], shape.encoder(), packed=packed)
     return ModelAlone(len(texts), (batch, length), packed, executed, seconds, rates)

@@ -35,7 +35,9 @@ from bench import table  # noqa: E402
 
 PHRASEBANK = REPO / "data" / "financial_phrasebank" / "Sentences_50Agree.txt"
 TORCH_VENV = REPO / "bench" / ".venv-torch"
-TORCH_REQUIREMENTS = ["torch==2.13.0", "transformers>=4.46,<5"]
+# ONNX Runtime and its exporter's needs beside torch: the ONNX rows of issue 36 (bench/onnx_export.py, ort_score.py).
+TORCH_REQUIREMENTS = ["torch==2.13.0", "transformers>=4.46,<5", "onnxruntime==1.32.0", "onnx==1.23.2",
+                      "onnxscript==0.7.2"]
 BATCH = 64
 
 
@@ -50,7 +52,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="where to write the results (default bench/RESULTS.md; with --max-isa, RESULTS-<isa>.md)")
     p.add_argument("--max-isa", choices=["avx2"], default=None,
                    help="run as an AVX2-only machine would: cap oneDNN, XLA, torch and MKL at AVX2 (bench/isa.py)")
-    p.add_argument("--minilm-jobs", default=None, help="MiniLM-L6 job sizes (default 32,256,1024)")
+    p.add_argument("--minilm-jobs", default=None, help="MiniLM-L6 job sizes (default 32,256,1024,4846)")
     p.add_argument("--bert-jobs", default=None, help="BERT-base job sizes (default 32,256)")
     p.add_argument("--cold-sizes", default=None, help="cold file-to-file sizes (default 100,1000)")
     p.add_argument("--skip-torch", action="store_true", help="leave out the PyTorch baselines")
@@ -58,6 +60,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--skip-cold", action="store_true", help="leave out the cold-start section")
     p.add_argument("--skip-agreement", action="store_true",
                    help="leave out bf16 against fp32 labels (fine-tunes MiniLM-L6 once, cached in bench/.cache)")
+    p.add_argument("--skip-whole", action="store_true",
+                   help="leave out the whole-process section (tfsent.predict against the ONNX Runtime script)")
+    p.add_argument("--whole-rows", type=int, default=None,
+                   help="rows of the whole-process file (default 4846, all of PhraseBank 50Agree; --quick: 48)")
     p.add_argument("--auto-rows", type=int, default=None,
                    help="rows of the cold auto-against-forced job (default 1024; --quick: 32)")
     args = p.parse_args(argv)
@@ -79,7 +85,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         return out
 
     args.sizes = ints(args.sizes, "128,512" if quick else "1000,10000,100000", "sizes")
-    args.minilm_jobs = ints(args.minilm_jobs, "16,48" if quick else "32,256,1024", "minilm-jobs")
+    args.minilm_jobs = ints(args.minilm_jobs, "16,48" if quick else "32,256,1024,4846", "minilm-jobs")
+    args.whole_rows = args.whole_rows or (48 if quick else 4846)
     args.bert_jobs = ints(args.bert_jobs, "16" if quick else "32,256", "bert-jobs")
     args.cold_sizes = ints(args.cold_sizes, "20" if quick else "100,1000", "cold-sizes")
     args.auto_rows = args.auto_rows or (32 if quick else 1024)
@@ -97,7 +104,7 @@ def ensure_torch_venv(venv: pathlib.Path = TORCH_VENV, requirements: list[str] =
         RuntimeError: the venv could not be created or the packages not installed (pip's output included).
     """
     python = venv / "bin" / "python"
-    check = [str(python), "-c", "import torch, transformers"]
+    check = [str(python), "-c", "import torch, transformers, onnxruntime, onnx"]
     if python.is_file() and subprocess.run(check, capture_output=True).returncode == 0:
         return python
     log(f"creating {venv} ({' '.join(requirements)}); torch stays out of tfsent's venv")
@@ -121,7 +128,7 @@ def main(argv=None) -> int:
     import tfsent  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
     import tensorflow as tf
 
-    from bench import agreement, cold, compare, flops, inference, machine, training
+    from bench import agreement, cold, compare, flops, inference, machine, training, whole
     from bench.torch_client import TorchWorker
     from tfsent.models import load_tokenizer, resolve_source
     from tfsent.runtime import atomic
@@ -151,7 +158,7 @@ def main(argv=None) -> int:
                             16 if args.quick else 128, None),
               "BERT-base": ("bert_base", args.bert_jobs, min(args.bert_jobs), 8 if args.quick else 32,
                             {k: v for k, v in inference.BERT_BASE.items() if k != "arch"})}
-    results, cold_results, torch_info, auto_cost, labels = [], [], None, None, None
+    results, cold_results, torch_info, auto_cost, labels, whole_result = [], [], None, None, None, None
     with tempfile.TemporaryDirectory(prefix="tfsent-bench-") as tmp:
         ckpts = {}
         for label, (key, *_rest) in models.items():
@@ -165,12 +172,15 @@ def main(argv=None) -> int:
             torch_info = worker.request(cmd="info")
             for label, (key, _, _, _, random_config) in models.items():
                 worker.load(label, resolve_source("minilm_l6"), random_config)
+                # ONNX Runtime scores this very checkpoint: its model.safetensors exported by torch.onnx.
+                worker.load_onnx(f"{label} onnx", ckpts[label], pathlib.Path(tmp) / "onnx")
             timed("torch worker start")
         try:
             for label, (key, jobs, main_size, padded, _) in models.items():
                 results.append(compare.compare_model(
                     label, ckpts[label], strategy, sentences, jobs, main_size, padded, args.rounds, BATCH,
-                    worker=worker, torch_name=label, smoke=args.quick, log=log))
+                    worker=worker, torch_name=label, smoke=args.quick, log=log,
+                    onnx_name=f"{label} onnx" if worker is not None else None))
                 gc.collect()
                 timed(f"{label} rounds")
         finally:
@@ -184,6 +194,13 @@ def main(argv=None) -> int:
             auto_cost = cold.auto_cost(ckpts["MiniLM-L6"], sentences, args.auto_rows, args.rounds, log=log,
                                        smoke=args.quick)
             timed("cold starts")
+        if not args.skip_whole and not args.skip_torch:
+            texts = cold.write_texts(pathlib.Path(tmp) / "whole.txt", sentences, args.whole_rows)
+            onnx = pathlib.Path(tmp) / "onnx" / "MiniLM-L6 onnx.onnx"
+            whole_result = whole.whole_process(ckpts["MiniLM-L6"], onnx, onnx.with_suffix(".int8.onnx"),
+                                               ensure_torch_venv(), texts, args.whole_rows,
+                                               pathlib.Path(tmp) / "whole", args.rounds, log=log)
+            timed("whole process")
 
     if not args.skip_agreement:
         trained = agreement.trained_classifier(log=log)
@@ -215,7 +232,8 @@ def main(argv=None) -> int:
         timed("training")
 
     text = render(args, command, desc, torch_info, matmul, results, cold_results, scaling, train_ms,
-                  section_seconds, time.perf_counter() - t0, auto_cost=auto_cost, labels=labels)
+                  section_seconds, time.perf_counter() - t0, auto_cost=auto_cost, labels=labels,
+                  whole_result=whole_result)
     out = pathlib.Path(args.out)
     text = carry_over(out.read_text() if out.is_file() else "", text)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -314,7 +332,7 @@ def carry_over(previous: str, text: str) -> str:
 
 
 def render(args, command, desc, torch_info, matmul, results, cold_results, scaling, train_ms, section_seconds,
-           total_seconds, *, auto_cost=None, labels=None) -> str:
+           total_seconds, *, auto_cost=None, labels=None, whole_result=None) -> str:
     """The RESULTS.md text: machine, command, targets, then one section per part of the bench."""
     from bench import agreement, compare
     from tfsent.runtime import execution
@@ -325,6 +343,10 @@ def render(args, command, desc, torch_info, matmul, results, cold_results, scali
     if labels is not None:
         label_lines, label_targets = agreement.render(labels[0], labels[1], "PhraseBank AllAgree plus, 2 epochs")
         targets += label_targets
+    if whole_result is not None:
+        from bench import whole
+
+        targets += whole.target_rows(whole_result)
     if auto_cost is not None:
         targets.append(table.Target(f"cold {auto_cost.rows}-row job: auto (empty cache) / {auto_cost.path} forced, "
                                     "seconds", auto_cost.cost.median, 1.10, higher_is_better=False))
@@ -355,7 +377,7 @@ def render(args, command, desc, torch_info, matmul, results, cold_results, scali
               "## Command", "", "```", command.strip(), "```", "",
               f"Run time {total_seconds / 60:.1f} min ("
               + ", ".join(f"{k} {v:.0f} s" for k, v in section_seconds.items()) + ").", "",
-              "## Targets (issues 6, 18 and 26)", "", table.targets_table(targets), "",
+              "## Targets (issues 6, 18, 26 and 36)", "", table.targets_table(targets), "",
               *_ceilings(matmul["fp32"], torch_fp32, pipes.get("MiniLM-L6", []), pipes.get("BERT-base", []),
                          results),
               "## 1. Inference, interleaved rounds", "",
@@ -391,6 +413,14 @@ def render(args, command, desc, torch_info, matmul, results, cold_results, scali
                   table.markdown(["mode", "wall s median (min-max)", "note"],
                                  [[s.name, str(s.time), s.note] for s in (auto_cost.auto, auto_cost.forced)]), "",
                   f"auto / forced, per-round median (min-max): **{auto_cost.cost}** (target <= 1.10).", ""]
+    if whole_result is not None:
+        from bench import whole
+
+        parts += ["### Whole process against ONNX Runtime (issue 36)", "",
+                  "`python -m tfsent.predict` with its defaults (LiteRT fp32 on this CPU) against `bench/ort_score.py` "
+                  "(ONNX Runtime's CPU provider with default options on this checkpoint's `torch.onnx` export, and on "
+                  "its `quantize_dynamic` int8 copy) scoring the same PhraseBank file, fresh processes, alternated. "
+                  "CPU s is the process's user + system time.", "", *whole.render(whole_result)]
     if train_ms:
         parts += ["## 3. Training", "",
                   "fit() built as `tfsent.train` builds it (`+experiment=finbert_tone strategy=cpu`, its length "

@@ -10,6 +10,10 @@ interleaved round costs only the timed work:
 - ``{"cmd": "run", "name": key, "mode": "pipeline" | "batched", "texts": [...], "batch_size": n,
   "max_length": n}``: warm the mode up on its first call for that model, then time it:
   ``{"seconds": s, "rows": n}``;
+- ``{"cmd": "load_onnx", "name": key, "model_dir": ..., "folder": ...}``: export a classifier folder to ONNX as
+  ``bench/onnx_export.py`` does (fp32, and ``quantize_dynamic`` int8) into ``folder`` and open an ONNX Runtime
+  session of each; they run as modes ``ort fp32`` and ``ort int8`` (``bench/ort_score.py``'s loop: sorted by length,
+  batches padded to their longest);
 - ``{"cmd": "info"}``: ``{"torch": version, "threads": n, "matmul_fp32": FLOP/s, "cpu_capability": "AVX512"}``;
 - ``{"cmd": "ping"}``: ``{"pong": true}`` (no torch needed); ``{"cmd": "quit"}``.
 
@@ -20,6 +24,7 @@ included, the same as every TF mode.
 from __future__ import annotations
 
 import json
+import pathlib
 import sys
 import time
 import traceback
@@ -65,7 +70,27 @@ def _batched(entry, texts, req) -> int:
     return len(torch.cat(labels))
 
 
-MODES = {"pipeline": _pipeline, "batched": _batched}
+def _load_onnx(req) -> dict:
+    import onnx_export
+    import ort_score
+
+    folder = pathlib.Path(req["folder"])
+    fp32 = onnx_export.export(pathlib.Path(req["model_dir"]), folder / f"{req['name']}.onnx")
+    int8 = onnx_export.quantize(fp32)
+    _models[req["name"]] = {"tokenizer": ort_score.tokenizer(req["model_dir"]),
+                            "ort fp32": ort_score.session(fp32), "ort int8": ort_score.session(int8)}
+    return {"loaded": req["name"], "files": [str(fp32), str(int8)]}
+
+
+def _ort(kind):
+    def run(entry, texts, req) -> int:
+        import ort_score
+
+        return len(ort_score.score(entry[kind], entry["tokenizer"], texts, req["batch_size"]))
+    return run
+
+
+MODES = {"pipeline": _pipeline, "batched": _batched, "ort fp32": _ort("ort fp32"), "ort int8": _ort("ort int8")}
 
 
 def _run(req) -> dict:
@@ -107,7 +132,7 @@ def _info(req) -> dict:
             "cpu_capability": torch.backends.cpu.get_cpu_capability()}
 
 
-HANDLERS = {"load": _load, "run": _run, "info": _info, "ping": lambda req: {"pong": True}}
+HANDLERS = {"load": _load, "load_onnx": _load_onnx, "run": _run, "info": _info, "ping": lambda req: {"pong": True}}
 
 
 def serve(lines, write, handlers=None) -> None:

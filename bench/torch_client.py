@@ -45,6 +45,11 @@ class TorchWorker:
         """Load a model under ``name``: the packaged one in ``model_dir``, or a random ``random_config`` BERT."""
         self.request(cmd="load", name=name, model_dir=str(model_dir), random_config=random_config)
 
+    def load_onnx(self, name: str, model_dir: str | os.PathLike, folder: str | os.PathLike) -> None:
+        """Export the tfsent classifier folder ``model_dir`` to ONNX in ``folder`` (fp32 and dynamic int8) and open
+        an ONNX Runtime session of each under ``name`` (modes ``ort fp32``, ``ort int8``)."""
+        self.request(cmd="load_onnx", name=name, model_dir=str(model_dir), folder=str(folder))
+
     def timer(self, name: str, mode: str, texts: list[str], batch_size: int, max_length: int = 128):
         """A ``bench.rounds.Mode`` run function: each call times ``mode`` on ``texts`` in the worker (warmed up on
         its first call) and returns the seconds it measured."""

@@ -46,3 +46,6 @@ def phrasebank_dir() -> pathlib.Path:
 def _execution_cache(tmp_path_factory, monkeypatch):
     """Each test's calibration cache (``precision/jit_compile: auto``) in its own folder, never ~/.cache."""
     monkeypatch.setenv("TFSENT_CACHE_DIR", str(tmp_path_factory.mktemp("tfsent-cache")))
+    # backend=auto means TensorFlow in the suite: a LiteRT conversion costs seconds per checkpoint, and most tests
+    # build their own. The LiteRT tests (tests/inference/test_litert*.py) unset it.
+    monkeypatch.setenv("TFSENT_BACKEND", "tensorflow")

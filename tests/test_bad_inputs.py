@@ -341,6 +341,8 @@ def test_predict_rejects_tfrecords_longer_than_the_top_bucket(ckpt, dataset, tmp
 
 def test_predict_batch_not_divisible_by_replicas(ckpt, tmp_path):
     out = tmp_path / "out.csv"
+    # A readable input: the input is opened before the strategy is built (which backend runs decides that).
+    (tmp_path / "in.txt").write_text("profit rose\n")
     with pytest.raises(ValueError, match=r"global_batch_size=12 is a global batch and must be a positive multiple "
                                          r"of the 8 replicas in sync \(try 8\)"):
         predict(ckpt, tmp_path / "in.txt", out,

@@ -104,7 +104,7 @@ def test_parse_args_defaults_and_errors(capsys):
     assert (quick.sizes, quick.minilm_jobs, quick.bert_jobs, quick.rounds) == ([128, 512], [16, 48], [16], 2)
     full = parse_args([])
     assert full.sizes == [1000, 10000, 100000]
-    assert (full.minilm_jobs, full.bert_jobs, full.cold_sizes, full.rounds) == ([32, 256, 1024], [32, 256],
+    assert (full.minilm_jobs, full.bert_jobs, full.cold_sizes, full.rounds) == ([32, 256, 1024, 4846], [32, 256],
                                                                                  [100, 1000], 5)
     with pytest.raises(SystemExit):
         parse_args(["--rounds", "3"])

@@ -12,13 +12,15 @@ def test_this_install_is_healthy_and_reported():
     out = done.stdout
     assert f"tensorflow wheel: tensorflow-cpu {stack.tensorflow_version()}." in out
     assert f"transformers {stack.load()['transformers']}" in out
+    assert f"ai-edge-litert {stack.load()['litert']}." in out  # LiteRT, tfsent.predict's CPU backend
     assert "doctor: strategy=auto would use: cpu" in out  # no TPU hint, no GPU on the CPU test bench
     assert out.rstrip().endswith("(TensorFlow %s.x stack, tfsent/stack.toml)" % stack.tensorflow_version())
 
 
 def test_problems_name_each_mismatch():
-    spec = dict(stack.load(), tensorflow="2.99", transformers="9.9.9")
+    spec = dict(stack.load(), tensorflow="2.99", transformers="9.9.9", litert="9.9")
     found = doctor.problems(spec)
+    assert any(p.startswith("ai-edge-litert ") and "tested on 9.9.x" in p for p in found), found
     assert any(p.startswith("tensorflow-cpu ") and "tested on 2.99.x" in p for p in found), found
     assert any(p.startswith("tf-keras ") and "does not match TensorFlow 2.99" in p for p in found), found
     assert any("tfsent needs exactly 9.9.9" in p for p in found), found

@@ -184,9 +184,10 @@ def test_token_id_export_from_the_command_line(tiny_ckpt, tmp_path, monkeypatch)
 def test_export_precision_auto_follows_the_inference_rule(tiny_ckpt, tmp_path, monkeypatch, device, flags, policy):
     from tfsent.inference import calibration
     from tfsent.runtime import execution
+    from tfsent.runtime import strategy as strategy_lib
 
     monkeypatch.setattr(execution, "cpu_flags", lambda: frozenset(flags))
-    monkeypatch.setattr(calibration, "device_kind", lambda strategy: device)
+    monkeypatch.setattr(strategy_lib, "device_kind", lambda strategy: device)  # calibration imports it on use
     out = tmp_path / "ids"
     monkeypatch.setattr(sys, "argv", ["tfsent.export", f"ckpt_path={tiny_ckpt}", f"output={out}", "inputs=token_ids",
                                       "precision=auto", f"hydra.run.dir={tmp_path / 'hydra'}"])

@@ -19,8 +19,8 @@ from packaging.requirements import Requirement
 from tfsent import stack
 
 # Printed with their versions: what decides whether a run behaves like the tested one.
-REPORTED = ("tf-keras", "tensorflow-text", "transformers", "tokenizers", "safetensors", "numpy", "protobuf",
-            "pyarrow", "hydra-core", "tensorboard", "apache-beam")
+REPORTED = ("tf-keras", "tensorflow-text", "transformers", "ai-edge-litert", "tokenizers", "safetensors", "numpy",
+            "protobuf", "pyarrow", "hydra-core", "tensorboard", "apache-beam")
 
 
 def _version(name: str) -> str | None:
@@ -59,6 +59,9 @@ def problems(spec: dict | None = None) -> list[str]:
     if (version := _version("transformers")) != spec["transformers"]:
         found.append(f"transformers {version or 'is missing'}; tfsent needs exactly {spec['transformers']} "
                      "(v5 removed the TensorFlow classes)")
+    if (version := _version("ai-edge-litert")) is not None and _major_minor(version) != spec["litert"]:
+        found.append(f"ai-edge-litert {version} is installed; tfsent is tested on {spec['litert']}.x "
+                     "(tfsent/stack.toml): run `make install`")
     for extra, pins in stack.extras(spec).items():
         for pin in pins:
             requirement = Requirement(pin)

@@ -68,7 +68,17 @@ def predict(cfg: DictConfig) -> dict:
         print(f"{done} -> {summary['output']}" + (f"; {said}" if said else ""))
     if "report_output" in summary:
         print(f"predict: report -> {summary['report_output']}")
+    if cfg.get("verbose") and summary.get("startup"):
+        print(startup_line(summary))
     return summary
+
+
+def startup_line(summary: dict) -> str:
+    """What ``verbose=true`` prints of a run's start: seconds from the process's start to its first scored batch,
+    and their split (imports, tokenizer, model, convert, first batch; ``tfsent.inference.driver``)."""
+    split = summary["startup"]
+    return (f"predict: start-up {sum(split.values()):.2f} s to the first batch on {summary.get('backend')} ("
+            + ", ".join(f"{name.replace('_', ' ')} {seconds:.2f}" for name, seconds in split.items()) + ")")
 
 
 def _check_report(cfg: DictConfig, options) -> str:

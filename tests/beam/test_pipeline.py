@@ -154,10 +154,10 @@ def test_a_transformers_classifier_scores_as_transformers(fixture, tmp_path):
 def test_packed_slabs_score_as_padded_ones(ckpt, tmp_path, shared_data, monkeypatch):
     # Short and long PhraseBank rows: packed (several rows per sequence, each seeing only itself) and padded give
     # the same labels and probabilities within 1e-5, rows in order.
-    from tfsent.inference import engine
+    from tfsent.inference import plan
 
-    plans, real = [], engine.packing_choice
-    monkeypatch.setattr(engine, "packing_choice", lambda *a, **k: plans.append(real(*a, **k)) or plans[-1])
+    plans, real = [], plan.packing_choice
+    monkeypatch.setattr(plan, "packing_choice", lambda *a, **k: plans.append(real(*a, **k)) or plans[-1])
     records = read_records(shared_data / "financial_phrasebank" / "Sentences_AllAgree.txt", "phrasebank")[:120]
     texts = [r.text for r in records] + ["Profit rose.", "Up."] * 5
     pd.DataFrame({"text": texts}).to_csv(tmp_path / "in.csv", index=False)

@@ -15,6 +15,7 @@ from tfsent.inference import calibration, probe  # noqa: E402
 from tfsent.inference.options import PredictOptions  # noqa: E402
 from tfsent.models.loading import read_config  # noqa: E402
 from tfsent.runtime import execution  # noqa: E402
+from tfsent.runtime import strategy as strategy_lib  # noqa: E402
 from tfsent.runtime.strategy import make_strategy  # noqa: E402
 
 from helpers.tiny import tiny_checkpoint  # noqa: E402
@@ -41,7 +42,8 @@ def _float32_after():
 ])
 def test_a_worker_resolves_auto_by_the_inference_rule(ckpt, monkeypatch, device, flags, path):
     monkeypatch.setattr(execution, "cpu_flags", lambda: flags)
-    monkeypatch.setattr(calibration, "device_kind", lambda strategy: device)
+    # calibration imports the strategy module on use (it imports TensorFlow): its device_kind is patched there.
+    monkeypatch.setattr(strategy_lib, "device_kind", lambda strategy: device)
     monkeypatch.setattr(probe, "probe", lambda *a, **kw: pytest.fail("a Beam worker never probes"))
     facts = describe(str(ckpt), (16, 32), None)
     handler = PredictorHandler(str(ckpt), facts, global_batch_size=8, strategy="cpu", precision="auto",

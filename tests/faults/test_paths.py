@@ -19,6 +19,7 @@ import subprocess
 import pytest
 
 import tfsent.inference.driver as driver
+import tfsent.runtime.strategy as strategy_lib
 from helpers.commands import leftovers, one_error, predict_args, run, without_root_powers
 from tfsent.inference.options import PredictOptions
 from tfsent.runtime.paths import PathError
@@ -64,7 +65,7 @@ def _unusable(way: str, tmp_path: pathlib.Path, name: str, request) -> tuple[pat
 @pytest.fixture
 def no_model(monkeypatch):
     """Fails the test if a strategy is built or a checkpoint read: refusals come before both."""
-    monkeypatch.setattr(driver, "make_strategy", lambda *a: pytest.fail("a strategy was built"))
+    monkeypatch.setattr(strategy_lib, "make_strategy", lambda *a: pytest.fail("a strategy was built"))
     monkeypatch.setattr(driver, "check_checkpoint", lambda *a: pytest.fail("the checkpoint was read"))
 
 

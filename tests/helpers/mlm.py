@@ -8,7 +8,8 @@ mask seed as predict, the same reader (filler rows included), the model's reduce
 import numpy as np
 
 from tfsent.data.manifest import load_manifest
-from tfsent.data.masking import EVAL_MASK_SEED, masking_map_fn
+from tfsent.data.masking import masking_map_fn
+from tfsent.inference.options import EVAL_MASK_SEED
 from tfsent.data.reader import make_distributed_dataset
 
 

@@ -15,6 +15,7 @@ from tfsent.inference.driver import predict
 from tfsent.inference.options import PredictOptions
 from tfsent.models.loading import read_config
 from tfsent.runtime import execution as ex
+from tfsent.runtime import strategy as strategy_lib
 from tfsent.runtime.strategy import make_strategy
 
 from helpers.architectures import tiny_hf_config
@@ -73,7 +74,7 @@ def test_candidates_per_device(monkeypatch):
     assert calibration.candidate_paths(make_strategy("virtual_cpu:8"), AUTO, BF16) == [ex.GRAPH_FP32, ex.GRAPH_BF16]
     assert calibration.candidate_paths(cpu, AUTO, BF16, tiny_hf_config("deberta")) == [ex.GRAPH_FP32, ex.GRAPH_BF16]
     # A TPU always gets XLA (and bfloat16) without calibrating.
-    monkeypatch.setattr(calibration, "device_kind", lambda strategy: "tpu")
+    monkeypatch.setattr(strategy_lib, "device_kind", lambda strategy: "tpu")
     resolved = calibration.resolve_execution(cpu, AUTO, config=tiny_hf_config("bert"))
     assert (resolved.options.precision, resolved.options.jit_compile, resolved.how) == ("mixed_bfloat16", True,
                                                                                         "only candidate")
@@ -101,7 +102,7 @@ def test_the_probe_decides_once_per_shape_and_the_cache_answers_after(monkeypatc
     wider = tiny_hf_config("bert")
     wider.intermediate_size = 48
     assert calibration.resolve_execution(strategy, AUTO, config=wider).how == "calibration"
-    monkeypatch.setattr(calibration.tf, "__version__", "9.99.0")
+    monkeypatch.setattr(calibration, "tensorflow_version", lambda: "9.99.0")
     assert calibration.resolve_execution(strategy, AUTO, config=wider).how == "calibration"
     monkeypatch.setattr(calibration.execution, "cpu_flags", lambda: BF16 | {"amx_bf16"})
     assert calibration.resolve_execution(strategy, AUTO, config=wider).how == "calibration"
@@ -161,7 +162,7 @@ def test_predict_auto_loads_once_fingerprints_the_resolved_path_and_logs_it(ckpt
     assert len(lines) == 2 and "(calibration)" in lines[0] and "(cache)" in lines[1]
     # The probe read the checkpoint's shape: its key is the one a config of that checkpoint gives.
     config = read_config(ckpt)
-    key = probe.shape_key(config, BF16, calibration.tf.__version__, probe.probe_length(config),
+    key = probe.shape_key(config, BF16, calibration.tensorflow_version(), probe.probe_length(config),
                           [ex.XLA_FP32, ex.GRAPH_BF16], 1)
     assert list(json.loads(ex.cache_file().read_text())) == [key]
     # The same rows as the explicit path that was chosen, every row once and in order.

@@ -203,15 +203,15 @@ def test_small_tail_batches_equal_the_padded_path(ckpt, loaded, monkeypatch, nam
     """Rows in order, ids exact, outputs within 1e-6 of the run that pads every batch to the global batch.
 
     36 rows at a global batch of 16: two full batches, then 4 rows in a batch of 4 (8 on 8 replicas), not 16."""
-    from tfsent.inference import engine
+    from tfsent.inference import plan
 
     tokenizer = load_tokenizer(ckpt)
     enc = tokenizer(_texts(36, 30, seed=11))
     tokens = TokenRows.from_ragged({k: enc[k] for k in ("input_ids", "attention_mask", "token_type_ids")})
     strategy, model = loaded[name]
     fed = []
-    real_pad = engine.pad_rows
-    monkeypatch.setattr(engine, "pad_rows", lambda *a, **k: fed.append(real_pad(*a, **k)) or fed[-1])
+    real_pad = plan.pad_rows
+    monkeypatch.setattr(plan, "pad_rows", lambda *a, **k: fed.append(real_pad(*a, **k)) or fed[-1])
     small = predict_bucketed(model, strategy, tokens, buckets=(64,), global_batch_size=16)
     small_fed = [f["example_id"] for f in fed]
     fed.clear()

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 import tfsent.inference.driver as driver
+import tfsent.inference.engine as engine
 from tfsent.config import ConfigError
 from tfsent.data.errors import DataError
 from tfsent.inference.options import PredictOptions
@@ -83,7 +84,7 @@ def test_kept_columns_survive_resume_and_a_changed_column_is_predicted_again(ckp
     src = _write(TABLE, tmp_path / "in.csv")
     out = tmp_path / "out.csv"
     options = PredictOptions(**KW, text_column="body", keep_columns=("ticker",))
-    real, calls = driver.predict_bucketed, []
+    real, calls = engine.predict_bucketed, []
 
     def failing(*args, **kw):
         calls.append(1)
@@ -91,10 +92,10 @@ def test_kept_columns_survive_resume_and_a_changed_column_is_predicted_again(ckp
             raise RuntimeError("simulated kill")
         return real(*args, **kw)
 
-    monkeypatch.setattr(driver, "predict_bucketed", failing)
+    monkeypatch.setattr(engine, "predict_bucketed", failing)
     with pytest.raises(RuntimeError, match="simulated kill"):
         driver.predict(ckpt, src, out, options)
-    monkeypatch.setattr(driver, "predict_bucketed", real)
+    monkeypatch.setattr(engine, "predict_bucketed", real)
     # A kept value in part 1 changes: part 0 is reused, part 1 on is predicted again with the new value.
     changed = TABLE.assign(ticker=[t if i != 5 else "NEW" for i, t in enumerate(TABLE["ticker"])])
     _write(changed, src)

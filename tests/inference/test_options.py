@@ -18,7 +18,7 @@ OTHER = {"input_format": "csv", "text_column": "body", "id_column": "key", "spli
          "documents": ChunkOptions(overlap=1), "part_size": 1000, "precision": "mixed_bfloat16",
          "jit_compile": False, "packing": False, "mask_seed": 7, "keep_columns": ("date",), "keep_text": False,
          "label_column": "label", "label_map": {"bearish": "negative"}, "revision": "v2", "label_names": ("a", "b", "c"),
-         "qa": QAOptions(doc_stride=64)}
+         "qa": QAOptions(doc_stride=64), "backend": "litert"}
 # ... and another value for every result-neutral one.
 NEUTRAL = {"output_format": "csv", "strategy": "cpu", "steps_per_execution": 4, "merge": True, "overwrite": True,
            "progress": False, "shard_wait_s": 1.0, "num_shards": {"num_shards": 2, "shard_index": 1},

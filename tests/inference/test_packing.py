@@ -87,12 +87,12 @@ def test_auto_packs_only_where_it_saves_flops():
     assert type(choose_units(_tokens([20] * 64), buckets, auto, {}, 8)).__name__ == "PackedRows"
     # At a global batch of 64 the 11 sequences run as one batch of 16 (the tail's power of two): 2,048 tokens
     # again, and more attention: rows win. So do rows that fill their bucket exactly.
-    assert type(choose_units(_tokens([20] * 64), buckets, auto, {}, 64)).__name__ == "_Rows"
-    assert type(choose_units(_tokens([32] * 64), buckets, auto, {}, 8)).__name__ == "_Rows"
+    assert type(choose_units(_tokens([20] * 64), buckets, auto, {}, 64)).__name__ == "Rows"
+    assert type(choose_units(_tokens([32] * 64), buckets, auto, {}, 8)).__name__ == "Rows"
     # packing: true packs anyway; no packing never does.
     assert type(choose_units(_tokens([32] * 64), buckets, dataclasses.replace(auto, auto=False), {},
                              8)).__name__ == "PackedRows"
-    assert type(choose_units(_tokens([20] * 64), buckets, None, {}, 8)).__name__ == "_Rows"
+    assert type(choose_units(_tokens([20] * 64), buckets, None, {}, 8)).__name__ == "Rows"
 
 
 @pytest.fixture(scope="module")

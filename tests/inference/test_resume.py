@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 
 import tfsent.inference.driver as driver
+import tfsent.inference.engine as engine
 import tfsent.inference.stream as stream
 from tfsent.data.errors import DataError
 from tfsent.inference.options import PredictOptions
@@ -33,7 +34,7 @@ def _counting(monkeypatch, name, module=driver):
 def test_interrupted_run_resumes_without_gaps(ckpt, tmp_path, monkeypatch):
     (tmp_path / "in.txt").write_text("".join(f"sentence number {i} about revenue\n" for i in range(23)))
     out = tmp_path / "out.jsonl"
-    real, calls, fail = driver.predict_bucketed, [], [True]
+    real, calls, fail = engine.predict_bucketed, [], [True]
 
     def failing(*args, **kw):
         calls.append(1)
@@ -42,7 +43,7 @@ def test_interrupted_run_resumes_without_gaps(ckpt, tmp_path, monkeypatch):
             raise RuntimeError("simulated kill")
         return real(*args, **kw)
 
-    monkeypatch.setattr(driver, "predict_bucketed", failing)
+    monkeypatch.setattr(engine, "predict_bucketed", failing)
     with pytest.raises(RuntimeError, match="simulated kill"):
         driver.predict(ckpt, tmp_path / "in.txt", out, PredictOptions(**KW))
     assert not out.exists()
@@ -72,7 +73,7 @@ def test_bad_row_in_a_later_part_keeps_the_parts_before_it(ckpt, tmp_path, monke
     # Fixed input: parts 0 and 1 hold the same rows, so only the rest is predicted.
     lines[12] = "line 12 on margins"
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")
-    predicted = _counting(monkeypatch, "predict_bucketed")
+    predicted = _counting(monkeypatch, "predict_bucketed", engine)
     summary = driver.predict(ckpt, tmp_path / "in.txt", out, PredictOptions(**KW))
     assert summary["parts_skipped"] == 2 and len(predicted) == 3
     assert pd.read_csv(out)["row"].tolist() == list(range(23))
@@ -82,12 +83,12 @@ def test_changed_input_is_predicted_again_from_the_first_changed_part(ckpt, tmp_
     src, out = tmp_path / "in.txt", tmp_path / "out.csv"
     lines = [f"line {i} on margins" for i in range(14)]
     src.write_text("\n".join(lines) + "\n")
-    real = driver.predict_bucketed
-    monkeypatch.setattr(driver, "predict_bucketed", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("stop"))
+    real = engine.predict_bucketed
+    monkeypatch.setattr(engine, "predict_bucketed", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("stop"))
                         if len(list((tmp_path / "out.csv.parts").glob("rows-*.parquet"))) == 2 else real(*a, **k))
     with pytest.raises(RuntimeError, match="stop"):
         driver.predict(ckpt, src, out, PredictOptions(**KW))
-    monkeypatch.setattr(driver, "predict_bucketed", real)
+    monkeypatch.setattr(engine, "predict_bucketed", real)
     lines[7] = "a changed line"  # in part 1: part 0 stays valid, part 1 is redone
     src.write_text("\n".join(lines) + "\n")
     summary = driver.predict(ckpt, src, out, PredictOptions(**KW))
@@ -117,8 +118,8 @@ def test_a_damaged_part_is_found_before_any_compute_and_only_it_is_predicted_aga
     lines[21] = "line 21 on margins"
     src.write_text("\n".join(lines) + "\n")
     predicted = []
-    real = driver.predict_bucketed
-    monkeypatch.setattr(driver, "predict_bucketed", lambda *a, **k: predicted.append(a[2]) or real(*a, **k))
+    real = engine.predict_bucketed
+    monkeypatch.setattr(engine, "predict_bucketed", lambda *a, **k: predicted.append(a[2]) or real(*a, **k))
     with caplog.at_level("WARNING"):
         summary = driver.predict(ckpt, src, out, PredictOptions(**KW))
     assert f"{damaged}: damaged part (sha256 " in caplog.text

@@ -72,7 +72,7 @@ def test_an_empty_checkpoint_folder_is_one_line_before_any_model_is_built(src, t
     import tfsent.inference.driver as driver
 
     (tmp_path / "empty").mkdir()
-    monkeypatch.setattr(driver, "make_strategy", lambda *a: pytest.fail("a strategy was built"))
+    monkeypatch.setattr(driver, "_make_strategy", lambda *a: pytest.fail("a strategy was built"))
     with pytest.raises(CheckpointError) as info:
         predict(tmp_path / "empty", src, tmp_path / "out.csv", OPTS)
     assert str(info.value) == f"{tmp_path / 'empty'}: not a model checkpoint (no config.json / no weights)"

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import tfsent.inference.driver as driver
+import tfsent.inference.engine as engine
 from tfsent.inference.options import PredictOptions
 from tfsent.inference.stream import prefetch
 
@@ -97,7 +98,7 @@ def test_the_driver_drops_each_part_before_the_next_but_one(ckpt, tmp_path, monk
             made.append(job.index)
             yield job
 
-    real_bucketed, shrinks = driver.predict_bucketed, []
+    real_bucketed, shrinks = engine.predict_bucketed, []
 
     def predict_bucketed(*args, shrink_tails, **kw):
         shrinks.append(shrink_tails)
@@ -105,7 +106,7 @@ def test_the_driver_drops_each_part_before_the_next_but_one(ckpt, tmp_path, monk
 
     monkeypatch.setattr(driver, "_predict_part", predict_part)
     monkeypatch.setattr(driver, "jobs", jobs)
-    monkeypatch.setattr(driver, "predict_bucketed", predict_bucketed)
+    monkeypatch.setattr(engine, "predict_bucketed", predict_bucketed)
     summary = driver.predict(ckpt, tmp_path / "in.txt", tmp_path / "out.csv",
                              PredictOptions(strategy="cpu", global_batch_size=8, buckets=(16,), part_size=5,
                                             progress=False))

@@ -42,11 +42,11 @@ JOB = textwrap.dedent('''
 ''')
 
 # Every key of conf/predict.yaml: the options and the keys predict reads itself (paths, report, verbose).
-PREDICT_KEYS = ("buckets, ckpt_path, documents, encoding, global_batch_size, id_column, input, input_format, "
-                "jit_compile, keep_columns, keep_text, label_column, label_map, label_names, mask_seed, max_length, "
-                "merge, num_shards, output, output_format, overwrite, packing, part_size, precision, progress, qa, "
-                "report, revision, shard_index, shard_wait_s, split, steps_per_execution, strategy, text_column, "
-                "verbose")
+PREDICT_KEYS = ("backend, buckets, ckpt_path, documents, encoding, global_batch_size, id_column, input, "
+                "input_format, jit_compile, keep_columns, keep_text, label_column, label_map, label_names, mask_seed, "
+                "max_length, merge, num_shards, output, output_format, overwrite, packing, part_size, precision, "
+                "progress, qa, report, revision, shard_index, shard_wait_s, split, steps_per_execution, strategy, "
+                "text_column, verbose")
 
 
 def _run(tmp_path: pathlib.Path, *args: str, **env: str) -> subprocess.CompletedProcess:

@@ -119,11 +119,6 @@ def batch_key(example_id: tf.Tensor) -> tf.Tensor:
     return tf.strings.to_hash_bucket_fast(joined, 2 ** 63 - 1)
 
 
-# Evaluation masks a held-out text with this seed unless told otherwise, so two evaluations of one model on one
-# text score the same masked tokens (``tfsent.predict`` ``mask_seed``).
-EVAL_MASK_SEED = 1234
-
-
 def masking_map_fn(spec: MaskingSpec, seed: int) -> Callable[[Features], dict[str, tf.Tensor]]:
     """A batch-level ``map_fn`` for ``tfsent.data.reader.dataset_fn``: masks keyed by the batch's example ids.
 

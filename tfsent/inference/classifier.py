@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import collections
 import os
+import time
 
 import numpy as np
 import pandas as pd
-import tensorflow as tf
 
-from tfsent.inference.packing import Packing
-from tfsent.inference.predictor import Predictor, Summary, check_finite, compiled
+from tfsent.data.tokenize import load_tokenizer
+from tfsent.inference.flops import EncoderFlops
+from tfsent.inference.packing import Packing, model_packing
+from tfsent.inference.predictor import Predictor, Summary, check_finite, compiled, litert_backend
 from tfsent.inference.tokens import TokenRows
-from tfsent.models import load_classifier, load_tokenizer
+from tfsent.models import loading
+from tfsent.models.facts import classifier_facts
 
 
 class ClassifierSummary(Summary):
@@ -31,23 +34,46 @@ class ClassifierSummary(Summary):
 
 
 class ClassifierPredictor(Predictor):
-    """A classifier folder (tfsent's, or any transformers classifier's), loaded under ``strategy.scope()``."""
+    """A classifier folder (tfsent's, or any transformers classifier's), loaded under ``strategy.scope()``, or
+    (``strategy`` None) read as its facts and scored on LiteRT (:mod:`tfsent.inference.litert`) without
+    TensorFlow."""
 
     kind = "classifier"
 
-    def __init__(self, ckpt_path: str | os.PathLike, strategy: tf.distribute.Strategy, *, max_length: int | None,
+    def __init__(self, ckpt_path: str | os.PathLike, strategy, *, max_length: int | None,
                  jit_compile: bool | None, steps_per_execution: int, options):
+        began = time.perf_counter()
         self.tokenizer = load_tokenizer(ckpt_path)
-        self.model = compiled(strategy, lambda: load_classifier(ckpt_path, label_names=options.label_names),
+        self.pad_values = {"input_ids": self.tokenizer.pad_token_id or 0}
+        self.load_seconds = {"tokenizer": time.perf_counter() - began}
+        if strategy is None:
+            facts = classifier_facts(ckpt_path, label_names=options.label_names)
+            self.model = litert_backend(ckpt_path, self.kind, {}, lambda: _load(ckpt_path, facts.label_names),
+                                        self.load_seconds)
+            self.max_length = loading.sequence_length(facts.max_seq_length, facts.config, max_length)
+            self.features = facts.features
+            self.label_names = list(facts.label_names)
+            self._config = facts.config
+            return
+        began = time.perf_counter()
+        self.model = compiled(strategy, lambda: _load(ckpt_path, options.label_names),
                               jit_compile=jit_compile, steps_per_execution=steps_per_execution)
+        self.load_seconds["model"] = time.perf_counter() - began
         self.max_length = self.model.sequence_length(max_length)
         self.features = self.model.features
-        self.pad_values = {"input_ids": self.tokenizer.pad_token_id or 0}
         self.label_names = list(self.model.label_names)
 
     def packing(self, setting: bool | str) -> Packing | None:
-        """The model's packing (``tfsent.models.classifier.SequenceClassifier.packing``), unless ``false``."""
-        return None if setting is False else self.model.packing(auto=setting == "auto")
+        """The model's packing (``tfsent.models.classifier.SequenceClassifier.packing``), unless ``false``; on
+        LiteRT the same, from the facts its conversion recorded."""
+        if setting is False:
+            return None
+        if not hasattr(self.model, "cache"):
+            return self.model.packing(auto=setting == "auto")
+        facts = self.model.facts or self.model.cache.facts()
+        return model_packing(auto=setting == "auto", first_position=int(facts["first_position"]),
+                             gap=int(facts["packing_gap"]),
+                             flops=EncoderFlops.from_config(self._config, num_labels=len(self.label_names)))
 
     def empty_outputs(self) -> dict[str, np.ndarray]:
         return {"label_id": np.zeros(0, np.int32), "probs": np.zeros((0, len(self.label_names)), np.float32)}
@@ -73,3 +99,9 @@ class ClassifierPredictor(Predictor):
             return (f"accuracy {scores['accuracy']:.4f}, macro-F1 {scores['macro_f1']:.4f} on {scores['rows']} "
                     f"labelled rows ({scores['metrics_output']})")
         return f"labels {summary['label_counts']}"
+
+
+def _load(ckpt_path, label_names):
+    from tfsent.models.classifier import load_classifier
+
+    return load_classifier(ckpt_path, label_names=label_names)

@@ -21,7 +21,6 @@ their content is unchanged and predicts the rest.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
 import logging
@@ -29,24 +28,20 @@ import os
 import pathlib
 import time
 
-import tensorflow as tf
-
 import tfsent
 from tfsent.data.errors import DataError
 from tfsent.inference import inputs, outputs, sharded
-from tfsent.inference.calibration import resolve_execution
-from tfsent.inference.engine import bucket_lengths, predict_bucketed
+from tfsent.inference.calibration import resolve_backend
 from tfsent.inference.merge import merge
+from tfsent.inference.plan import bucket_lengths
 from tfsent.inference.options import PredictOptions, result_settings
 from tfsent.inference.outputs import OutputError
 from tfsent.inference.parts import PartInfo, PartStore, mark_merging, merged_into, remove_folder
 from tfsent.inference.predictor import Predictor, kind_of, load_predictor, predictor_class
 from tfsent.inference.stream import PartJob, jobs, prefetch
-from tfsent.models.sources import check_checkpoint, resolve_source
+from tfsent.models.sources import check_checkpoint, checkpoint_files, resolve_source
 from tfsent.runtime import execution, paths, progress
 from tfsent.runtime.memory import steady_heap
-from tfsent.runtime.strategy import is_tpu
-from tfsent.runtime.strategy import check_global_batch, make_strategy
 from tfsent.runtime.workers import worker_info
 
 log = logging.getLogger(__name__)
@@ -59,17 +54,6 @@ class _Shard:
     index: int = 0
     count: int = 1
     merges: bool = True  # whether this process merges after predicting its slice (one process, or the chief)
-
-
-def checkpoint_files(ckpt: str | os.PathLike) -> list:
-    """Name, size and mtime of each file of a checkpoint folder, for the fingerprint.
-
-    Cheap, and it changes whenever the weights are rewritten, so parts predicted by older weights are discarded.
-    """
-    folder = pathlib.Path(ckpt)
-    if not folder.is_dir():
-        return []
-    return [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(folder.iterdir()) if p.is_file()]
 
 
 def fingerprint(ckpt_path: pathlib.Path, input: pathlib.Path, fmt: str, kind: str, options: PredictOptions,
@@ -181,23 +165,35 @@ def _predict_locked(ckpt_path: pathlib.Path, input: pathlib.Path, output: pathli
     check_checkpoint(ckpt_path)
     # Before the strategy starts TensorFlow's thread pools: what a part frees goes back to the system.
     steady_heap()
-    if strategy is None:
-        strategy = make_strategy(strategy_name)
-    check_global_batch(options.global_batch_size, strategy, "global_batch_size")
     kind = kind_of(ckpt_path)
     source = predictor_class(kind).open_source(ckpt_path, input, fmt, options)
-    spe = options.steps_per_execution or (TPU_STEPS_PER_EXECUTION if is_tpu(strategy) else 1)
-    load = functools.partial(load_with_options, ckpt_path, strategy, spe)
+    calibrate = shard.count == 1 and not options.merge
+    chosen = resolve_backend(options, kind, strategy=strategy, config=_probe_config(ckpt_path, options),
+                             job_bytes=_size(input), calibrate=calibrate)
+    options, predictor = chosen.options, None
+    if options.backend == "litert" and not options.merge:
+        predictor = _load_litert(ckpt_path, options)
+        if predictor is None:
+            options = dataclasses.replace(options, backend="tensorflow", precision="float32")
+    if options.backend == "litert":
+        log.info(chosen.describe())
+        replicas = 1
+        strategy = None
+    else:
+        if strategy is None:
+            strategy = _make_strategy(strategy_name)
+        resolved = _resolve_tensorflow(strategy, options, ckpt_path, calibrate)
+        options = resolved.options
+        replicas = strategy.num_replicas_in_sync
     # The fingerprint holds the path that runs, never "auto": parts of another path are predicted again.
-    resolved = resolve_execution(strategy, options, config=_probe_config(ckpt_path, options),
-                                 calibrate=shard.count == 1 and not options.merge)
-    if resolved.how != "explicit":
-        log.info(resolved.describe())
-    options = resolved.options
-    fp = fingerprint(ckpt_path, input, fmt, kind, options, strategy.num_replicas_in_sync)
+    fp = fingerprint(ckpt_path, input, fmt, kind, options, replicas)
     if options.merge:
         return _merge_shards(source, output, out_fmt, fmt, kind, options, fp, start)
-    predictor = load(options)
+    if predictor is None:
+        from tfsent.runtime.strategy import is_tpu
+
+        spe = options.steps_per_execution or (TPU_STEPS_PER_EXECUTION if is_tpu(strategy) else 1)
+        predictor = load_with_options(ckpt_path, strategy, spe, options)
     if fmt == "documents":
         predictor.check_documents(str(input))
     lengths = bucket_lengths(options.buckets, predictor.max_length)
@@ -217,7 +213,7 @@ def _predict_locked(ckpt_path: pathlib.Path, input: pathlib.Path, output: pathli
     if (total if shard.count > 1 else run["rows"]) == 0:
         raise DataError(f"{input}: nothing to predict (no rows or chunks)")
     summary = {"parts": run["parts"], "parts_skipped": run["skipped"], "buckets": list(lengths),
-               "replicas": strategy.num_replicas_in_sync}
+               "replicas": replicas, "backend": options.backend, "startup": _startup(predictor, run, start)}
     if shard.count > 1:
         sharded.mark_complete(folder, lo, run["end"], total, run["parts"])
         summary.update(shard=shard.index, shards=shard.count, lo=lo, hi=run["end"], rows=run["rows"],
@@ -239,6 +235,63 @@ def _predict_locked(ckpt_path: pathlib.Path, input: pathlib.Path, output: pathli
     if kind == "masked_lm":  # what the evaluation summary records of its setting
         summary.update(seed=options.mask_seed, checkpoint=str(ckpt_path))
     return _finish(summary, start, kind, output)
+
+
+def _size(input: pathlib.Path) -> int:
+    """The input's bytes (a folder's files'), which estimate a job's size for ``precision: auto``."""
+    if input.is_dir():
+        return sum(p.stat().st_size for p in input.rglob("*") if p.is_file())
+    return input.stat().st_size
+
+
+def _make_strategy(name: str):
+    from tfsent.runtime.strategy import make_strategy
+
+    return make_strategy(name)
+
+
+def _resolve_tensorflow(strategy, options: PredictOptions, ckpt_path: pathlib.Path, calibrate: bool):
+    from tfsent.inference.calibration import resolve_execution
+    from tfsent.runtime.strategy import check_global_batch
+
+    check_global_batch(options.global_batch_size, strategy, "global_batch_size")
+    resolved = resolve_execution(strategy, options, config=_probe_config(ckpt_path, options), calibrate=calibrate)
+    if resolved.how != "explicit":
+        log.info(resolved.describe())
+    return resolved
+
+
+def _load_litert(ckpt_path: pathlib.Path, options: PredictOptions) -> Predictor | None:
+    """The checkpoint's predictor on LiteRT, or None (logged) where the model does not convert."""
+    from tfsent.inference import litert
+
+    try:
+        return load_predictor(ckpt_path, None, max_length=options.max_length, jit_compile=None,
+                              steps_per_execution=1, options=options)
+    except litert.Unsupported as e:
+        log.warning("LiteRT cannot score %s (%s): it runs on TensorFlow", ckpt_path, e)
+        return None
+
+
+def _startup(predictor: Predictor, run: dict, start: float) -> dict:
+    """Seconds from the process's start to its first scored batch, split: imports (before the driver started),
+    tokenizer, model (weights, or the converted model read and checked), convert (a first run's conversion), and
+    the first batch (the first part read, tokenized and its first batch scored)."""
+    split = {"imports": _since_process_start() - (time.perf_counter() - start)} if _since_process_start() else {}
+    split.update(getattr(predictor, "load_seconds", {}))
+    if run.get("first_batch") is not None:
+        split["first_batch"] = run["first_batch"]
+    return {k: round(max(v, 0.0), 3) for k, v in split.items()}
+
+
+def _since_process_start() -> float | None:
+    """Seconds since this process started (Linux's /proc), or None."""
+    try:
+        ticks = int(pathlib.Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(pathlib.Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return uptime - ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _probe_config(ckpt_path: pathlib.Path, options: PredictOptions):
@@ -309,6 +362,11 @@ def _run_parts(predictor: Predictor, strategy, source, store: PartStore, lengths
     end = lo
     map_fn = predictor.map_fn()
     packing = predictor.packing(options.packing)
+    began, first = time.perf_counter(), []
+
+    def on_rows(_: int) -> None:
+        if not first:
+            first.append(time.perf_counter() - began)
     with progress.steps(desc=f"predict ({predictor.kind})", unit="row", step="part",
                         progress=options.progress) as bar:
         for job in prefetch(jobs(predictor, source, store, lengths, options, lo, hi)):
@@ -319,16 +377,16 @@ def _run_parts(predictor: Predictor, strategy, source, store: PartStore, lengths
                 end = job.hi
                 bar.update(job.rows)
                 continue
-            n = _predict_part(predictor, strategy, job, store, lengths, options, map_fn, packing)
+            n = _predict_part(predictor, strategy, job, store, lengths, options, map_fn, packing, on_rows)
             rows += n
             end = job.hi
             bar.update(n)
     store.discard_from(parts)  # parts of a longer, older input
-    return {"parts": parts, "skipped": skipped, "rows": rows, "end": end}
+    return {"parts": parts, "skipped": skipped, "rows": rows, "end": end, "first_batch": first[0] if first else None}
 
 
 def _predict_part(predictor: Predictor, strategy, job: PartJob, store: PartStore, lengths, options: PredictOptions,
-                  map_fn, packing) -> int:
+                  map_fn, packing, on_rows) -> int:
     # A function of its own so that the part's outputs, columns and frame are dropped when it returns, not held
     # by the loop while the next part is predicted.
     n = len(job.tokens)
@@ -336,10 +394,20 @@ def _predict_part(predictor: Predictor, strategy, job: PartJob, store: PartStore
     # 15 MB each for BERT-tiny on a CPU), and smaller tails, a new power of two per bucket now and then, made a
     # run's memory grow with its parts (1.38x from 10k to 1M rows). Padding costs under one batch per bucket per
     # part; a short part (a small job, or the last part) still runs its tails small.
-    out = predict_bucketed(predictor.model, strategy, job.tokens, buckets=lengths,
-                           global_batch_size=options.global_batch_size, pad_values=predictor.pad_values,
-                           map_fn=map_fn, shrink_tails=n < options.part_size, packing=packing) \
-        if n else predictor.empty_outputs()
+    if not n:
+        out = predictor.empty_outputs()
+    elif strategy is None:  # LiteRT
+        from tfsent.inference import litert
+
+        out = litert.predict_bucketed(predictor.model, job.tokens, buckets=lengths,
+                                      global_batch_size=options.global_batch_size, pad_values=predictor.pad_values,
+                                      shrink_tails=n < options.part_size, packing=packing, on_rows=on_rows)
+    else:
+        from tfsent.inference.engine import predict_bucketed
+
+        out = predict_bucketed(predictor.model, strategy, job.tokens, buckets=lengths,
+                               global_batch_size=options.global_batch_size, pad_values=predictor.pad_values,
+                               map_fn=map_fn, shrink_tails=n < options.part_size, packing=packing, on_rows=on_rows)
     frame = predictor.frame(out, job)
     store.write(PartInfo(job.index, job.lo, job.hi, len(frame), job.sha256, None if len(frame) == n else n), frame)
     return n

@@ -26,10 +26,8 @@ import pathlib
 from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
-import tensorflow as tf
 
 from tfsent.data.errors import DataError
-from tfsent.data.features import parse_fn
 from tfsent.data.manifest import load_manifest
 from tfsent.data.sources import SUFFIX_FORMATS, Record, check_readable, decode_error, iter_records
 from tfsent.inference.evaluation import scan_parquet_labels, unknown_label
@@ -265,6 +263,10 @@ def read_tfrecord(folder: str | pathlib.Path, split: str, max_length: int | None
     if missing:
         raise DataError(f"{manifest.path}: features lack {missing}")
     files = manifest.shard_paths(split)
+    import tensorflow as tf  # prepared records only: a text input never needs TensorFlow to be read
+
+    from tfsent.data.features import parse_fn
+
     ds = tf.data.TFRecordDataset([str(f) for f in files]).map(parse_fn(spec)).batch(1024)
     keys = [k for k in ("input_ids", "attention_mask", "token_type_ids") if k in spec]
     features: dict[str, list[np.ndarray]] = {k: [] for k in keys}

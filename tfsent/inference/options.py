@@ -12,10 +12,15 @@ import dataclasses
 from collections.abc import Mapping
 
 from tfsent.config import ConfigError
-from tfsent.data.masking import EVAL_MASK_SEED
 from tfsent.inference.documents import ChunkOptions
-from tfsent.inference.engine import DEFAULT_BUCKETS
-from tfsent.runtime.precision import POLICIES as PRECISIONS
+from tfsent.inference.plan import DEFAULT_BUCKETS
+from tfsent.runtime.execution import POLICIES as PRECISIONS
+
+# What runs the model: TensorFlow (XLA or graph mode, any device) or LiteRT (a CPU's, no TensorFlow in the process).
+BACKENDS = ("auto", "tensorflow", "litert")
+# Evaluation masks a held-out text with this seed unless told otherwise, so two evaluations of one model on one
+# text score the same masked tokens (``mask_seed``).
+EVAL_MASK_SEED = 1234
 
 # Columns the driver and the predictors write: a kept input column may not take one of these names.
 OUTPUT_COLUMNS = ("row", "id", "example_id", "text", "true_label", "document", "n_tokens", "label", "label_id",
@@ -99,6 +104,9 @@ class PredictOptions:
     part_size: int = _result(100_000)
     # "auto" (either) is made concrete per machine by tfsent.inference.calibration before the fingerprint is taken.
     precision: str = _result("float32")
+    # auto: LiteRT on a CPU where it can score the job (tfsent.inference.calibration.resolve_backend), else
+    # TensorFlow; made concrete before the fingerprint is taken, like precision and jit_compile.
+    backend: str = _result("auto")
     jit_compile: bool | str | None = _result(None)
     # Packed probabilities equal padded ones within 1e-5, not bit for bit (like jit_compile): a resumed run reuses
     # only parts computed the same way, so its output never depends on which parts an earlier run finished.
@@ -146,6 +154,8 @@ class PredictOptions:
         if isinstance(self.qa, Mapping):
             object.__setattr__(self, "qa", QAOptions(**self.qa))
         check_settings(self.precision, self.jit_compile)
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"backend={self.backend!r} is unknown; expected one of {', '.join(BACKENDS)}")
         if self.packing not in (True, False, "auto"):
             raise ValueError(f"packing={self.packing!r} must be true, false or auto")
         if self.part_size < 1:

@@ -82,6 +82,13 @@ class Packing:
                          pad_values=pad_values)
 
 
+def model_packing(*, auto: bool, first_position: int, gap: int, flops: EncoderFlops | None) -> Packing:
+    """A model's :class:`Packing`: a first position above 0 (the RoBERTa family, MPNet) makes the pad id, one
+    below it, the uncounted token (transformers' ``create_position_ids_from_input_ids``)."""
+    uncounted = first_position - 1 if first_position else None
+    return Packing(auto=auto, first_position=first_position, uncounted_id=uncounted, gap=gap, flops=flops)
+
+
 def slots(length: int) -> int:
     """Head slots of a packed sequence of ``length`` tokens."""
     return max(1, int(length) // TOKENS_PER_SLOT)

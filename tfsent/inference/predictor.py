@@ -13,12 +13,11 @@ import abc
 import dataclasses
 import os
 import pathlib
+import time
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-import tensorflow as tf
-import tf_keras
 
 from tfsent.config import ConfigError
 from tfsent.data.errors import DataError
@@ -26,7 +25,6 @@ from tfsent.errors import UserError
 from tfsent.inference.packing import Packing
 from tfsent.inference.tokens import TokenRows
 from tfsent.models import kinds
-from tfsent.runtime.strategy import jit_compile_supported
 
 
 class NonFiniteError(UserError):
@@ -224,14 +222,36 @@ def _changed(options, key: str) -> tuple[str, object] | None:
     return key, value
 
 
-def compiled(strategy: tf.distribute.Strategy, build: Callable[[], tf_keras.Model], *, jit_compile: bool | None,
-             steps_per_execution: int) -> tf_keras.Model:
+def compiled(strategy, build: Callable[[], object], *, jit_compile: bool | None, steps_per_execution: int):
     """A model built under ``strategy.scope()`` and compiled for prediction (XLA per strategy when None)."""
+    from tfsent.runtime.strategy import jit_compile_supported
+
     with strategy.scope():
         model = build()
         model.compile(jit_compile=jit_compile_supported(strategy) if jit_compile is None else jit_compile,
                       steps_per_execution=steps_per_execution)
     return model
+
+
+def litert_backend(ckpt_path: str | os.PathLike, kind: str, settings: Mapping, build: Callable[[], object],
+                   seconds: dict | None = None):
+    """A checkpoint's LiteRT backend (:mod:`tfsent.inference.litert`), its padded model read from the cache or
+    converted now (``build`` loads the TensorFlow model for that, once). ``seconds`` gains ``model`` (the file read,
+    checked and set up) and ``convert`` (a first run's conversion).
+
+    Raises:
+        tfsent.inference.litert.Unsupported: the model does not convert; the driver scores it on TensorFlow.
+    """
+    from tfsent.inference import litert
+    from tfsent.models.sources import checkpoint_files
+
+    began = time.perf_counter()
+    backend = litert.open_backend(pathlib.Path(ckpt_path), checkpoint_files(ckpt_path), kind, settings, build)
+    backend.model("padded")
+    if seconds is not None:
+        seconds["model"] = time.perf_counter() - began - backend.convert_seconds
+        seconds["convert"] = backend.convert_seconds
+    return backend
 
 
 def kind_of(ckpt_path: str | os.PathLike) -> str:
@@ -249,13 +269,13 @@ def summary_for(kind: str) -> Summary:
     return predictor_class(kind).summary()
 
 
-def load_predictor(ckpt_path: str | os.PathLike, strategy: tf.distribute.Strategy, *, max_length: int | None,
+def load_predictor(ckpt_path: str | os.PathLike, strategy, *, max_length: int | None,
                    jit_compile: bool | None, steps_per_execution: int, options) -> Predictor:
     """Load the checkpoint with the predictor of its kind, compiled for ``strategy``.
 
     Args:
         ckpt_path: a local model folder (a tfsent model, or a folder transformers wrote).
-        strategy: the model is built under its scope.
+        strategy: the model is built under its scope; None scores on LiteRT (:mod:`tfsent.inference.litert`).
         max_length: an optional lower cap than the model's position embeddings.
         jit_compile: XLA-compile the predict step; None picks per strategy.
         steps_per_execution: predict steps per host call.

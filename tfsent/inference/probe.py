@@ -21,10 +21,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import tensorflow as tf
-import tf_keras
 
-from tfsent.models import activations, architectures
+from tfsent.models import architectures
 from tfsent.runtime import execution
 
 # Rows of one probe batch: enough tokens (8 x 128) for the matmuls to run near the rate a full batch runs them.
@@ -89,6 +87,8 @@ def one_layer_config(config: Any) -> Any:
 
 
 def _batch(features: Sequence[str], rows: int, length: int, seed: int = 0) -> dict[str, tf.Tensor]:
+    import tensorflow as tf
+
     rng = np.random.default_rng(seed)
     batch = {"input_ids": rng.integers(5, PROBE_VOCAB, size=(rows, length), dtype=np.int32),
              "attention_mask": np.ones((rows, length), np.int32),
@@ -110,6 +110,12 @@ class _Runner:
 
 
 def _runner(config: Any, path: execution.ExecutionPath, length: int) -> _Runner:
+    # TensorFlow only here, when a probe runs: the cache key and the probe's length are read without it.
+    import tensorflow as tf
+    import tf_keras
+
+    from tfsent.models import activations
+
     arch = architectures.of_config(config)
     small = one_layer_config(config)
     previous = tf_keras.mixed_precision.global_policy()

@@ -18,23 +18,23 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import time
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-import tensorflow as tf
 
 from tfsent.data.qa_windows import QAWindows, build_windows
 from tfsent.data.squad import QAExample
 from tfsent.inference.options import QAOptions
-from tfsent.inference.predictor import Predictor, Summary, check_finite, compiled
+from tfsent.inference.predictor import Predictor, Summary, check_finite, compiled, litert_backend
 from tfsent.inference.qa_inputs import open_questions
 from tfsent.inference.spans import SpanOptions, predict_answers, snippet
 from tfsent.inference.squad_metrics import score_question, squad_scores
 from tfsent.inference.tokens import TokenRows
-from tfsent.models import load_tokenizer
+from tfsent.data.tokenize import load_tokenizer
+from tfsent.models.facts import qa_facts, qa_window
 from tfsent.models.loading import sequence_length
-from tfsent.models.question_answering import load_question_answering
 from tfsent.runtime import atomic
 
 
@@ -145,15 +145,26 @@ class QuestionAnsweringPredictor(Predictor):
     source_kinds = ("questions",)
     groups_rows = True
 
-    def __init__(self, ckpt_path: str | os.PathLike, strategy: tf.distribute.Strategy, *, max_length: int | None,
+    def __init__(self, ckpt_path: str | os.PathLike, strategy, *, max_length: int | None,
                  jit_compile: bool | None, steps_per_execution: int, options):
         qa = options.qa
+        began = time.perf_counter()
         self.tokenizer = load_tokenizer(ckpt_path)
-        self.model = compiled(strategy, lambda: load_question_answering(ckpt_path, top_k=qa.n_best),
-                              jit_compile=jit_compile, steps_per_execution=steps_per_execution)
-        self.max_length, self.doc_stride = windowing(self.model.max_seq_length, self.model.doc_stride,
-                                                     self.model.hf_model.config, max_length, qa.doc_stride)
-        self.features = self.model.features
+        self.load_seconds = {"tokenizer": time.perf_counter() - began}
+        if strategy is None:  # LiteRT: the model's top-k is converted with it, so it keys the cache
+            facts = qa_facts(ckpt_path)
+            self.model = litert_backend(ckpt_path, self.kind, {"top_k": qa.n_best},
+                                        lambda: _load(ckpt_path, qa.n_best), self.load_seconds)
+            self.max_length, self.doc_stride = windowing(*qa_window(facts), facts.config, max_length, qa.doc_stride)
+            self.features = facts.features
+        else:
+            began = time.perf_counter()
+            self.model = compiled(strategy, lambda: _load(ckpt_path, qa.n_best), jit_compile=jit_compile,
+                                  steps_per_execution=steps_per_execution)
+            self.load_seconds["model"] = time.perf_counter() - began
+            self.max_length, self.doc_stride = windowing(self.model.max_seq_length, self.model.doc_stride,
+                                                         self.model.hf_model.config, max_length, qa.doc_stride)
+            self.features = self.model.features
         self.pad_values = {"input_ids": self.tokenizer.pad_token_id or 0}
         self.qa = qa
 
@@ -212,3 +223,9 @@ class QuestionAnsweringPredictor(Predictor):
             line += (f"; SQuAD v{e['squad_version']} exact match {e['exact_match']:.2f}, F1 {e['f1']:.2f} on "
                      f"{e['total']} questions ({e['metrics_output']})")
         return line
+
+
+def _load(ckpt_path, top_k: int):
+    from tfsent.models.question_answering import load_question_answering
+
+    return load_question_answering(ckpt_path, top_k=top_k)

@@ -2,17 +2,31 @@
 
 ``load_tokenizer`` lives in ``tfsent.data.tokenize``; it is exported here too because loading a model and its
 tokenizer go together.
+
+The names below are imported on first use (PEP 562): importing a submodule that needs no TensorFlow
+(``tfsent.models.kinds``, ``architectures``, ``loading``) must not import the classifier, which does; the LiteRT
+scoring process never imports TensorFlow (``tfsent.inference.litert``).
 """
 
-from tfsent.models.classifier import ClassifierSpec, SequenceClassifier, build_classifier, load_classifier
-from tfsent.models.labels import LabelError, LabelMap, map_labels
-from tfsent.data.tokenize import load_tokenizer
-from tfsent.models.loading import CheckpointError, PositionError, check_max_positions
-from tfsent.models.sources import resolve_source
-from tfsent.models.weights import load_weights
+import importlib
 
-__all__ = [
-    "CheckpointError", "ClassifierSpec", "LabelError", "LabelMap", "PositionError", "SequenceClassifier",
-    "build_classifier", "check_max_positions", "load_classifier", "load_tokenizer", "load_weights", "map_labels",
-    "resolve_source",
-]
+_WHERE = {
+    "ClassifierSpec": "tfsent.models.classifier", "SequenceClassifier": "tfsent.models.classifier",
+    "build_classifier": "tfsent.models.classifier", "load_classifier": "tfsent.models.classifier",
+    "LabelError": "tfsent.models.labels", "LabelMap": "tfsent.models.labels", "map_labels": "tfsent.models.labels",
+    "load_tokenizer": "tfsent.data.tokenize",
+    "CheckpointError": "tfsent.models.loading", "PositionError": "tfsent.models.loading",
+    "check_max_positions": "tfsent.models.loading",
+    "resolve_source": "tfsent.models.sources",
+    "load_weights": "tfsent.models.weights",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_WHERE[name]), name)
+    globals()[name] = value
+    return value

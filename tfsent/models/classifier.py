@@ -16,7 +16,6 @@ Build it under the caller's ``strategy.scope()``; nothing here creates a strateg
 from __future__ import annotations
 
 import dataclasses
-import logging
 import os
 import pathlib
 from collections.abc import Mapping, Sequence
@@ -26,17 +25,17 @@ import tensorflow as tf
 import tf_keras
 
 from tfsent.inference.flops import EncoderFlops
-from tfsent.inference.packing import Packing
-from tfsent.models import architectures, kinds, loading, task_model
+from tfsent.inference.packing import Packing, model_packing
+from tfsent.models import architectures, kinds, task_model
 from tfsent.models import labels as labels_lib
+from tfsent.models.facts import CheckpointFacts  # noqa: F401
+from tfsent.models.facts import classifier_facts as describe  # noqa: F401  (read without TensorFlow)
 from tfsent.models.packing import is_packed, packed_logits
 from tfsent.models.task_model import TaskModel
 
-log = logging.getLogger(__name__)
-
 KIND = kinds.get("classifier")
 META_FILE = KIND.meta_file
-META_FORMAT = "tfsent.model/1"
+META_FORMAT = KIND.meta_format
 
 
 @dataclasses.dataclass
@@ -94,10 +93,8 @@ class SequenceClassifier(TaskModel):
         """How to pack rows for this model (:mod:`tfsent.inference.packing`); ``auto`` packs only where it saves
         FLOPs."""
         config = self.hf_model.config
-        first = self.first_position()
-        return Packing(auto=auto, first_position=first, uncounted_id=first - 1 if first else None,
-                       gap=self.architecture.packing_gap(config),
-                       flops=EncoderFlops.from_config(config, num_labels=len(self.label_names)))
+        return model_packing(auto=auto, first_position=self.first_position(), gap=self.architecture.packing_gap(config),
+                             flops=EncoderFlops.from_config(config, num_labels=len(self.label_names)))
 
     def call(self, features: Mapping[str, tf.Tensor], training: bool = False) -> tf.Tensor:
         """Return float32 logits ``[batch, num_labels]`` for a batch of int32 features.
@@ -198,61 +195,6 @@ def build_classifier(spec: ClassifierSpec, *, require_head: bool = False) -> Seq
                                          trained_head=require_head or trained)
     return SequenceClassifier(hf_model, arch=opened.architecture.model_type, label_map=label_map,
                               max_seq_length=spec.max_seq_length, source=spec.source)
-
-
-@dataclasses.dataclass(frozen=True)
-class CheckpointFacts:
-    """What a classifier folder says about itself, read without building a model.
-
-    Attributes:
-        architecture: its :class:`~tfsent.models.architectures.Architecture` row.
-        label_names: labels in model id order (as written; ``label_names`` given to :func:`describe` replaces them).
-        max_seq_length: the sequence length it runs at by default: a tfsent model's trained length, else the
-            smaller of its tokenizer's ``model_max_length`` and what its position embeddings allow.
-        features: the token features it reads.
-        tfsent_model: whether tfsent wrote it (``tfsent_model.json``).
-        head_names: the trained head's labels in model order as its config writes them (what the weights define).
-    """
-
-    architecture: architectures.Architecture
-    label_names: tuple[str, ...]
-    max_seq_length: int
-    features: tuple[str, ...]
-    tfsent_model: bool
-    head_names: tuple[str, ...] = ()
-
-
-def describe(directory: str | os.PathLike, *, label_names: Sequence[str] | None = None,
-             warn: bool = True) -> CheckpointFacts:
-    """Read a classifier folder's facts: a tfsent model folder, or any transformers classifier folder.
-
-    Args:
-        directory: the folder.
-        label_names: names for the model's outputs in id order, replacing its config's (for checkpoints saved with
-            generic ``LABEL_0``, ``LABEL_1`` ... names).
-        warn: log once when the labels are generic and no ``label_names`` were given (the loader does; callers
-            that only look do not repeat it).
-
-    Raises:
-        CheckpointError: a malformed ``tfsent_model.json``, an unsupported architecture, a checkpoint without a
-            trained classification head. LabelError: ``label_names`` of the wrong count or repeated names.
-    """
-    directory = pathlib.Path(directory)
-    facts = task_model.read_facts(directory, KIND, META_FORMAT, ("label_names",))
-    head = labels_lib.config_label_names(facts.config)
-    names = head
-    if facts.meta is not None:
-        names = tuple(facts.meta["label_names"])
-        if names != head:
-            raise loading.CheckpointError(f"{directory / META_FILE}: says labels {list(names)}, but config.json "
-                                          f"gives {list(head)}")
-    if label_names is not None:
-        names = labels_lib.rename(names, label_names)
-    elif warn and labels_lib.generic(names):
-        log.warning("%s: the model's labels have no names (%s); they are kept as they are, name them in model "
-                    "order with label_names=[...]", directory, ", ".join(names))
-    return CheckpointFacts(facts.architecture, tuple(names), facts.max_seq_length, facts.features,
-                           facts.meta is not None, head)
 
 
 def load_classifier(directory: str | os.PathLike, *, label_names: Sequence[str] | None = None) -> SequenceClassifier:

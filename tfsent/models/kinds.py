@@ -27,6 +27,7 @@ class ModelKind:
         name: ``classifier``, ``masked_lm`` or ``question_answering`` (the values of ``kind`` everywhere).
         family: how messages name it.
         meta_file: the file tfsent writes beside the weights of such a model.
+        meta_format: the ``format`` that file records (None: a masked LM's spec file has none).
         hf_suffix: the transformers class suffix of its head (``ForSequenceClassification``), None for a kind
             tfsent only builds from a config.
         head_weights: names of the head's top-level weights in a PyTorch state dict (``classifier.weight``
@@ -42,6 +43,7 @@ class ModelKind:
     name: str
     family: str
     meta_file: str
+    meta_format: str | None
     hf_suffix: str | None
     head_weights: tuple[str, ...]
     loader: str
@@ -57,15 +59,15 @@ class ModelKind:
 
 
 KINDS: dict[str, ModelKind] = {k.name: k for k in (
-    ModelKind("classifier", "classifier", "tfsent_model.json", "ForSequenceClassification",
+    ModelKind("classifier", "classifier", "tfsent_model.json", "tfsent.model/1", "ForSequenceClassification",
               ("classifier", "pre_classifier"), "tfsent.models.classifier:load_classifier",
               "tfsent.inference.classifier:ClassifierPredictor", "classification", "finbert_tone",
               "text"),
-    ModelKind("question_answering", "question-answering model", "tfsent_qa.json", "ForQuestionAnswering",
+    ModelKind("question_answering", "question-answering model", "tfsent_qa.json", "tfsent.qa/1", "ForQuestionAnswering",
               ("qa_outputs",), "tfsent.models.question_answering:load_question_answering",
               "tfsent.inference.question_answering:QuestionAnsweringPredictor", "question_answering", "squad",
               "token_ids"),
-    ModelKind("masked_lm", "masked language model", "tfsent_mlm.json", None, (),
+    ModelKind("masked_lm", "masked language model", "tfsent_mlm.json", None, None, (),
               "tfsent.models.masked_lm:load_masked_lm", "tfsent.inference.masked_lm:MaskedLMPredictor", "mlm",
               "roberta_mlm", None),
 )}

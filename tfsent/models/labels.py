@@ -15,7 +15,6 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-import tensorflow as tf
 from tfsent.errors import UserError
 
 _GENERIC = re.compile(r"^LABEL_\d+$", re.IGNORECASE)
@@ -45,6 +44,8 @@ class LabelMap:
 
     def to_model_ids(self, labels: tf.Tensor) -> tf.Tensor:
         """Translate a tensor of dataset label ids to model ids; negative ids (unlabeled) stay as they are."""
+        import tensorflow as tf  # only training maps label tensors: reading labels needs no TensorFlow
+
         labels = tf.convert_to_tensor(labels)
         if self.is_identity:
             return labels

@@ -32,12 +32,14 @@ def is_packed(features: Mapping[str, tf.Tensor]) -> bool:
 
 def block_mask(segment_ids: tf.Tensor) -> tf.Tensor:
     """``[B, L, L]`` bool: token ``i`` may attend to token ``j`` (same row, not padding)."""
-    same = tf.equal(segment_ids[:, :, None], segment_ids[:, None, :])
-    return tf.logical_and(same, segment_ids[:, None, :] > 0)
+    # expand_dims, not [:, :, None]: LiteRT's converter lowers a new-axis slice of a dynamic shape only with
+    # TensorFlow's own kernels (tfsent.inference.litert_convert keeps to its builtins).
+    rows, columns = tf.expand_dims(segment_ids, 2), tf.expand_dims(segment_ids, 1)
+    return tf.logical_and(tf.equal(rows, columns), columns > 0)
 
 
 def _additive(same: tf.Tensor, dtype) -> tf.Tensor:
-    return (1.0 - tf.cast(same[:, None], dtype)) * tf.constant(_MASKED, dtype)
+    return (1.0 - tf.cast(tf.expand_dims(same, 1), dtype)) * tf.constant(_MASKED, dtype)
 
 
 def _bert_encoder(backbone, inputs, same, training):
@@ -84,7 +86,7 @@ def _distilbert_encoder(backbone, inputs, same, training):
     # same operations in the same order (transformers' TFMultiHeadSelfAttention and TFTransformerBlock).
     hidden = backbone.embeddings(input_ids=inputs["input_ids"], position_ids=inputs[POSITION_IDS],
                                  training=training)
-    mask = same[:, None]
+    mask = tf.expand_dims(same, 1)
     for block in backbone.transformer.layer:
         hidden = _distilbert_block(block, hidden, mask, training)
     return hidden

@@ -24,15 +24,15 @@ import tensorflow as tf
 import tf_keras
 
 from tfsent.models import kinds, task_model
+from tfsent.models.facts import DEFAULT_DOC_STRIDE, DEFAULT_WINDOW  # noqa: F401
+from tfsent.models.facts import qa_window as window  # read without TensorFlow; Beam's handler imports it here
+from tfsent.models.facts import qa_facts as describe  # read without TensorFlow
 from tfsent.models.task_model import TaskModel
 
 KIND = kinds.get("question_answering")
 META_FILE = KIND.meta_file
-META_FORMAT = "tfsent.qa/1"
+META_FORMAT = KIND.meta_format
 DEFAULT_TOP_K = 20
-DEFAULT_DOC_STRIDE = 128
-#: The window of a QA model tfsent did not train, as transformers' run_qa.py and pipeline use.
-DEFAULT_WINDOW = 384
 
 
 @dataclasses.dataclass
@@ -115,11 +115,15 @@ class QuestionAnswerer(TaskModel):
 def _top_k(logits: tf.Tensor, real: tf.Tensor, k: int) -> tuple[tf.Tensor, tf.Tensor]:
     """The ``k`` highest logits of real tokens and their positions; -1 and 0 where a window has fewer."""
     masked = tf.where(real, logits, tf.fill(tf.shape(logits), float("-inf")))
+    tokens = tf.cast(real, tf.int32)
     short = k - masked.shape[1] if masked.shape[1] is not None else 0
     if short > 0:  # a bucket shorter than k: top_k needs k columns
         masked = tf.pad(masked, [[0, 0], [0, short]], constant_values=float("-inf"))
+        tokens = tf.pad(tokens, [[0, 0], [0, short]])
     value, index = tf.math.top_k(masked, k=k, sorted=True)
-    found = tf.math.is_finite(value)
+    # Whether a slot holds a real token is read from the mask, not from its value: LiteRT's converter writes -inf
+    # as float32's lowest finite number, where a finiteness test would rank padding (tfsent.inference.litert).
+    found = tf.gather(tokens, index, batch_dims=1) > 0
     return tf.where(found, index, -1), tf.where(found, value, 0.0)
 
 
@@ -151,16 +155,6 @@ def build_question_answering(spec: QuestionAnsweringSpec, *, require_head: bool 
                             doc_stride=spec.doc_stride, source=spec.source, top_k=spec.top_k)
 
 
-def describe(directory: str | os.PathLike) -> task_model.Facts:
-    """A QA folder's facts (a tfsent QA folder, or a transformers ``...ForQuestionAnswering`` folder), read without
-    building it.
-
-    Raises:
-        CheckpointError: a malformed ``tfsent_qa.json``, an unsupported architecture, a folder of another kind.
-    """
-    return task_model.read_facts(directory, KIND, META_FORMAT)
-
-
 def load_question_answering(directory: str | os.PathLike, *, top_k: int = DEFAULT_TOP_K) -> QuestionAnswerer:
     """Load a QA folder with its trained span head (call under a strategy scope).
 
@@ -168,14 +162,6 @@ def load_question_answering(directory: str | os.PathLike, *, top_k: int = DEFAUL
         CheckpointError: no trained span head, an unsupported architecture, unreadable or mismatched weights.
     """
     directory = pathlib.Path(directory)
-    facts = describe(directory)
-    length, stride = window(facts)
+    length, stride = window(describe(directory))
     return build_question_answering(QuestionAnsweringSpec(source=str(directory), max_seq_length=length,
                                                           doc_stride=stride, top_k=top_k), require_head=True)
-
-
-def window(facts: task_model.Facts) -> tuple[int, int]:
-    """The window length and stride a QA folder runs at: a tfsent QA model's trained ones (``tfsent_qa.json``);
-    another's run_qa.py's and the pipeline's 384 where it fits, sharing ``min(128, length // 2)`` tokens."""
-    length = facts.max_seq_length if facts.meta is not None else min(DEFAULT_WINDOW, facts.max_seq_length)
-    return length, int((facts.meta or {}).get("doc_stride", min(DEFAULT_DOC_STRIDE, length // 2)))

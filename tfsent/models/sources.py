@@ -217,3 +217,14 @@ def check_checkpoint(directory: pathlib.Path | str) -> None:
                               hint="ckpt_path is a folder written by save_pretrained (a tfsent training run's "
                                    "model/ folder, or any transformers classifier: weights in "
                                    f"{', '.join(WEIGHT_FILES)} or their shards) or a Hugging Face hub id")
+
+
+def checkpoint_files(ckpt: str | os.PathLike) -> list:
+    """Name, size and mtime of each file of a checkpoint folder, for the fingerprint.
+
+    Cheap, and it changes whenever the weights are rewritten, so parts predicted by older weights are discarded.
+    """
+    folder = pathlib.Path(ckpt)
+    if not folder.is_dir():
+        return []
+    return [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(folder.iterdir()) if p.is_file()]

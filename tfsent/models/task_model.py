@@ -14,17 +14,19 @@ Build under the caller's ``strategy.scope()``; nothing here creates a strategy.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import pathlib
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import tensorflow as tf
 import tf_keras
 
 from tfsent.models import activations, architectures, kinds, loading, sources, weight_files, weights
+# The facts of a folder are read without TensorFlow (tfsent.models.facts); they are named here too, as before.
+from tfsent.models.facts import (Facts, architecture_of, holds_trained_head, read_facts, read_meta,  # noqa: F401
+                                 weights_hold_head)
 from tfsent.models.base import PretrainedModel
 
 log = logging.getLogger(__name__)
@@ -198,18 +200,6 @@ def open_source(source: str | None, *, revision: str | None = None,
     return Source(directory, hf_config, architecture_of(hf_config, directory), files, naming, state)
 
 
-def architecture_of(config, directory: pathlib.Path) -> architectures.Architecture:
-    """The architecture row of a checkpoint's config.
-
-    Raises:
-        CheckpointError: an unsupported ``model_type``, naming the config file.
-    """
-    try:
-        return architectures.of_config(config)
-    except architectures.UnsupportedArchitecture as e:
-        raise loading.CheckpointError(f"{directory / loading.CONFIG_FILE}: {e}") from None
-
-
 def build_hf_model(kind: kinds.ModelKind, opened: Source, *, max_seq_length: int, trained_head: bool):
     """The transformers model of ``kind`` for an opened source, its weights loaded and checked.
 
@@ -234,38 +224,6 @@ def build_hf_model(kind: kinds.ModelKind, opened: Source, *, max_seq_length: int
         opened.state = None  # the tensors' readers, and any file they hold open, go now
         check_report(report, hf_model, kind, trained_head=trained_head)
     return hf_model
-
-
-def weights_hold_head(kind: kinds.ModelKind, config, names: Iterable[str], path: pathlib.Path, *,
-                      say: bool = False) -> bool:
-    """Whether a checkpoint holds ``kind``'s trained head, decided as transformers decides it: by the weights
-    present (``classifier.*``, ``qa_outputs.*``), whatever ``config.json``'s ``architectures`` says.
-
-    Args:
-        kind: the model kind (its ``head_weights``).
-        config: the checkpoint's config.
-        names: its tensors' names.
-        path: its weight file, for the log line.
-        say: log one line where the weights and the config's ``architectures`` disagree, saying which decides.
-    """
-    found = any(weight_files.has_head(names, head) for head in kind.head_weights)
-    claimed = kinds.from_architectures(getattr(config, "architectures", None)) is kind
-    if say and found != claimed and getattr(config, "architectures", None):
-        what = (f"holds a trained {kind.family} head ({kind.head_weights[0]}.*): it is used" if found else
-                f"holds no {kind.family} head ({kind.head_weights[0]}.*): a new one is initialised")
-        log.info("%s: config.json says architectures %s, but the checkpoint %s, as transformers would", path,
-                 list(config.architectures), what)
-    return found
-
-
-def holds_trained_head(kind: kinds.ModelKind, directory: pathlib.Path, config) -> bool:
-    """Whether a folder's weights hold ``kind``'s trained head (:func:`weights_hold_head`; headers only).
-
-    Raises:
-        CheckpointError: no weights, or weights that cannot be read.
-    """
-    files = weight_files.find_weights(directory)
-    return weights_hold_head(kind, config, weight_files.tensor_names(files), files.path)
 
 
 def _head_names(hf_model) -> set[str]:
@@ -308,74 +266,3 @@ def check_report(report: weights.LoadReport, hf_model, kind: kinds.ModelKind, *,
                     + (" ..." if len(report.unexpected) > 6 else ""))
 
 
-def read_meta(directory: pathlib.Path, meta_file: str, format_: str, keys: tuple[str, ...]) -> dict | None:
-    """A model folder's tfsent metadata file, checked (None when the folder has none).
-
-    Raises:
-        CheckpointError: an unreadable file, a missing key, another format.
-    """
-    meta_path = directory / meta_file
-    try:
-        meta = json.loads(meta_path.read_text())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as e:
-        raise loading.CheckpointError(f"{meta_path}: unreadable ({e})") from e
-    if not isinstance(meta, dict):
-        raise loading.CheckpointError(f"{meta_path}: not a JSON object")
-    for key in ("format", "arch", "max_seq_length") + keys:
-        if key not in meta:
-            raise loading.CheckpointError(f"{meta_path}: missing key {key!r}")
-    if meta["format"] != format_:
-        raise loading.CheckpointError(f"{meta_path}: format {meta['format']!r}, expected {format_!r}")
-    return meta
-
-
-@dataclasses.dataclass(frozen=True)
-class Facts:
-    """What a model folder says about itself, read without building a model.
-
-    Attributes:
-        architecture: its architecture row.
-        config: its transformers config.
-        meta: its tfsent metadata (None: a folder tfsent did not write).
-        max_seq_length: the longest sequence it takes (a tfsent model's trained length, else its positions').
-        features: the token features it reads.
-    """
-
-    architecture: architectures.Architecture
-    config: Any
-    meta: dict | None
-    max_seq_length: int
-    features: tuple[str, ...]
-
-
-def read_facts(directory: str | pathlib.Path, kind: kinds.ModelKind, format_: str,
-               meta_keys: tuple[str, ...] = ()) -> Facts:
-    """The facts of a folder of ``kind``: a tfsent model folder, or one that transformers wrote.
-
-    Raises:
-        CheckpointError: a malformed metadata file, an unsupported architecture, metadata that disagrees with
-            ``config.json``, or (a folder tfsent did not write) weights without this kind's trained head.
-    """
-    directory = pathlib.Path(directory)
-    config = loading.read_config(directory)
-    arch = architecture_of(config, directory)
-    meta = read_meta(directory, kind.meta_file, format_, meta_keys)
-    if meta is not None:
-        if meta["arch"] != arch.model_type:
-            raise loading.CheckpointError(f"{directory / kind.meta_file}: says arch={meta['arch']!r}, but "
-                                          f"config.json gives {arch.model_type!r}")
-        length = int(meta["max_seq_length"])
-    else:
-        # The weights decide, as in transformers (a config may say BertModel over a trained head, or say nothing).
-        if not holds_trained_head(kind, directory, config):
-            found = getattr(config, "architectures", None) or "none"
-            raise loading.CheckpointError(
-                f"{weight_files.find_weights(directory).path}: not a {kind.family} (architectures: {found}); its "
-                f"weights hold no trained {kind.family} head ({kind.head_weights[0]}.*) to score with",
-                hint=f"fine-tune one from it first: python -m tfsent.train +experiment={kind.experiment} "
-                     f"model.source={directory}")
-        length = loading.model_max_length(config)
-        length = min(length, loading.tokenizer_max_length(directory) or length)
-    return Facts(arch, config, meta, length, arch.features(config))

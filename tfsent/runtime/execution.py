@@ -37,18 +37,24 @@ from tfsent.runtime import atomic
 log = logging.getLogger(__name__)
 
 NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+# Precision policies (tfsent.runtime.precision sets them); named here, where a process that never imports
+# TensorFlow (LiteRT scoring) checks a setting against them.
+POLICIES = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
 
 
 @dataclasses.dataclass(frozen=True)
 class ExecutionPath:
-    """One way to run the compiled predict step."""
+    """One way to run the predict step: TensorFlow's (XLA or graph mode) or LiteRT's (a CPU's, fp32 only)."""
 
     jit_compile: bool
     precision: str  # "float32" or "mixed_bfloat16" (or "mixed_float16" on GPU)
+    backend: str = "tensorflow"  # or "litert" (tfsent.inference.litert)
 
     @property
     def name(self) -> str:
         short = {"float32": "fp32", "mixed_bfloat16": "bf16", "mixed_float16": "fp16"}[self.precision]
+        if self.backend == "litert":
+            return f"litert {short}"
         return f"{'xla' if self.jit_compile else 'graph'} {short}"
 
 
@@ -56,6 +62,41 @@ XLA_FP32 = ExecutionPath(True, "float32")
 GRAPH_FP32 = ExecutionPath(False, "float32")
 GRAPH_BF16 = ExecutionPath(False, "mixed_bfloat16")
 XLA_BF16 = ExecutionPath(True, "mixed_bfloat16")
+LITERT_FP32 = ExecutionPath(False, "float32", "litert")
+
+
+def tpu_hint() -> str | None:
+    """Why this machine may have a TPU (an env variable or a device node), or None."""
+    for var in ("TPU_NAME", "COLAB_TPU_ADDR"):
+        if os.environ.get(var):
+            return f"{var}={os.environ[var]}"
+    for node in ("/dev/accel0", "/dev/vfio/0"):
+        if os.path.exists(node):
+            return node
+    return None
+
+
+def accelerator_hint(tensorflow_wheels: Sequence[str] | None = None) -> str | None:
+    """Why ``strategy=auto`` might find an accelerator here, said without importing TensorFlow: a TPU's
+    (:func:`tpu_hint`), or a GPU's device node where the TensorFlow wheel can use one (``tensorflow-cpu`` cannot).
+    None: ``auto`` computes on the CPU, so the CPU's paths (LiteRT among them) are open.
+
+    Args:
+        tensorflow_wheels: the installed TensorFlow distributions (default: read from their metadata).
+    """
+    hint = tpu_hint()
+    if hint is not None:
+        return hint
+    if tensorflow_wheels is None:
+        from tfsent import stack
+
+        tensorflow_wheels = list(stack.installed_tensorflow())
+    if list(tensorflow_wheels) == ["tensorflow-cpu"]:
+        return None
+    for node in ("/dev/nvidia0", "/dev/kfd"):
+        if os.path.exists(node):
+            return node
+    return None
 
 
 def cpu_flags(cpuinfo: str | os.PathLike = "/proc/cpuinfo") -> frozenset[str]:

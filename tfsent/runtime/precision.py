@@ -17,9 +17,8 @@ import tensorflow as tf
 import tf_keras
 
 from tfsent.runtime import execution
+from tfsent.runtime.execution import POLICIES
 from tfsent.runtime.strategy import device_kind, jit_compile_supported
-
-POLICIES = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
 
 
 def resolve_policy(name: str, strategy: tf.distribute.Strategy, *, jit_compile: bool = True,

@@ -25,7 +25,9 @@ from collections.abc import Iterator
 # absl/glog prefix: severity letter, MMDD, time, thread id, file:line]. Only I and W are dropped. Searched, not
 # matched at the start: a progress bar (tqdm) writes without a newline, so a native line can follow it on one line.
 NATIVE_NOISE = re.compile(rb"(?:[IW]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [^ \]]+:\d+\] |"
-                          rb"WARNING: All log messages before absl::InitializeLog\(\) is called)")
+                          rb"WARNING: All log messages before absl::InitializeLog\(\) is called|"
+                          # LiteRT's interpreter says so on every model it opens (tfsent.inference.litert).
+                          rb"INFO: Created TensorFlow Lite XNNPACK delegate for CPU\.)")
 # A line or a progress bar's redraw: up to and including '\n' or '\r', or an unfinished last piece.
 _SEGMENTS = re.compile(rb"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+")
 # (logger, text) of banners printed on every run that the user cannot act on: tfsent pins transformers 4.57.6

@@ -20,7 +20,7 @@ import os
 import tensorflow as tf
 
 from tfsent.errors import UserError
-from tfsent.runtime import device_prefetch
+from tfsent.runtime import device_prefetch, execution
 from tfsent.runtime.workers import WorkerConfigError, worker_info
 
 log = logging.getLogger(__name__)
@@ -88,14 +88,8 @@ def _tpu(address: str) -> tf.distribute.TPUStrategy:
 
 
 def _tpu_hint() -> str | None:
-    """Why this machine may have a TPU (an env variable or a device node), or None: probing needs a hint."""
-    for var in ("TPU_NAME", "COLAB_TPU_ADDR"):
-        if os.environ.get(var):
-            return f"{var}={os.environ[var]}"
-    for node in ("/dev/accel0", "/dev/vfio/0"):
-        if os.path.exists(node):
-            return node
-    return None
+    """Why this machine may have a TPU, or None: probing needs a hint (:func:`tfsent.runtime.execution.tpu_hint`)."""
+    return execution.tpu_hint()
 
 
 def _find_tpu() -> tf.distribute.TPUStrategy | None:
