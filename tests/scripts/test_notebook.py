@@ -32,11 +32,14 @@ def _dry_run(*command: str, **env: str) -> list[str]:
     return [line for line in done.stdout.splitlines() if line.startswith("+ ")]
 
 
-def test_notebook_colab_script_and_make_demo_run_the_demo_script():
-    demo = _dry_run("bash", "scripts/demo.sh")
+def test_notebook_colab_script_and_make_demo_run_the_demo_script(tmp_path):
+    # A transcripts folder that exists wherever the clone is (the demo skips the step without one).
+    docs = str(tmp_path)
+    demo = _dry_run("bash", "scripts/demo.sh", TRANSCRIPTS=docs)
     assert [line.split()[3] for line in demo] == ["tfsent.train", "tfsent.predict", "tfsent.predict"]
+    assert f"input={docs}" in demo[2]
     # The Colab script runs exactly the demo's commands, on the TPU.
-    assert _dry_run("bash", "scripts/colab_tpu.sh", INSTALL="0") == [
+    assert _dry_run("bash", "scripts/colab_tpu.sh", INSTALL="0", TRANSCRIPTS=docs) == [
         line.replace("strategy=auto", "strategy=tpu") for line in demo]
     # Under `make test` the parent make's variables (MAKEFLAGS, MAKELEVEL) are in the environment.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MAKE", "MFLAGS")) and k not in (
