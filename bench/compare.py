@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from bench import inference, model_alone, rounds, table
 from bench.rounds import Mode, Series
 
-PATH_ORDER = ("litert fp32", "xla fp32", "graph fp32", "graph bf16", "xla bf16")
+PATH_ORDER = ("litert fp32", "litert int8", "xla fp32", "graph fp32", "graph bf16", "xla bf16")
 ORT_MODES = (("ort fp32", "ONNX Runtime fp32", "torch.onnx export (opset 17), CPU provider, sorted batches of {b}"),
              ("ort int8", "ONNX Runtime int8", "quantize_dynamic (QInt8) of that export, sorted batches of {b}"))
 
@@ -90,6 +90,9 @@ def compare_model(label: str, ckpt: pathlib.Path, strategy, sentences: Sequence[
             options, precision=path.precision, jit_compile=path.jit_compile))
     set_policy("float32", strategy)
     predictors["litert fp32"] = _litert_predictor(ckpt, options, ckpt.parent / f"litert-cache-{ckpt.name}")
+    # tfsent's fastest CPU path (precision=int8), in every job beside ONNX Runtime's int8.
+    predictors["litert int8"] = _litert_predictor(ckpt, dataclasses.replace(options, precision="int8"),
+                                                  ckpt.parent / f"litert-cache-{ckpt.name}")
     with tempfile.TemporaryDirectory(prefix="tfsent-bench-") as tmp:
         start = time.perf_counter()
         auto = dataclasses.replace(options, precision="auto", jit_compile="auto", backend="auto")
@@ -114,7 +117,8 @@ def compare_model(label: str, ckpt: pathlib.Path, strategy, sentences: Sequence[
         modes: list[Mode] = []
         flops: dict[str, tuple[int, int]] = {}
         packing: dict[str, tuple[int, int, int]] = {}
-        for name in ([p for p in PATH_ORDER if p in predictors] if n == main_size else (chosen_path,)):
+        names = [p for p in PATH_ORDER if p in predictors] if n == main_size else [chosen_path, "litert int8"]
+        for name in dict.fromkeys(names):
             mode, counted = inference.path_mode(predictors[name], strategy, texts, batch_size, label, name)
             modes.append(mode)
             flops[mode.name] = (counted.executed, counted.useful)

@@ -104,10 +104,11 @@ def padded_rows(lengths: Iterable[int], buckets: Iterable[int], global_batch_siz
 
 
 def executed_flops(shape: EncoderShape, lengths: Iterable[int], buckets: Iterable[int], global_batch_size: int,
-                   replicas: int = 1, *, packing: bool | str) -> int:
+                   replicas: int = 1, *, packing: bool | str, exact: bool = False) -> int:
     """FLOPs the engine executes on rows of these token counts (a classifier) under ``packing: true|false|auto``:
-    padded rows in their buckets, or the sequences ``tfsent.inference.packing`` packs them into; filler rows or
-    sequences included, a head per row or per head slot (``engine.packing_choice``, ``engine.plan_flops``)."""
+    padded rows in their buckets (``exact``: in LiteRT's exact shapes, ``plan.exact_batches``), or the sequences
+    ``tfsent.inference.packing`` packs them into; filler rows or sequences included, a head per row or per head slot
+    (``engine.packing_choice``, ``engine.plan_flops``)."""
     from tfsent.inference.engine import packing_choice, plan_batches, plan_flops
     from tfsent.inference.packing import Packing
 
@@ -115,9 +116,10 @@ def executed_flops(shape: EncoderShape, lengths: Iterable[int], buckets: Iterabl
     lengths = np.fromiter(lengths, dtype=np.int64)
     encoder = shape.encoder()
     spec = None if packing is False else Packing(auto=packing == "auto", first_position=0, flops=encoder)
-    chosen = packing_choice(lengths, edges, spec, global_batch_size, replicas)
+    chosen = packing_choice(lengths, edges, spec, global_batch_size, replicas, exact=exact)
     units = lengths if chosen is None else chosen.lengths
-    return plan_flops(plan_batches(units, edges, global_batch_size, replicas), encoder, packed=chosen is not None)
+    return plan_flops(plan_batches(units, edges, global_batch_size, replicas, exact=exact), encoder,
+                      packed=chosen is not None)
 
 
 def _products(dtype: str, size: int, chain: int):

@@ -185,10 +185,11 @@ def path_mode(predictor, strategy, texts: Sequence[str], batch_size: int, label:
     run()
     lengths = token_lengths(predictor.tokenizer, texts)
     shape = encoder_shape(predictor.model if not is_litert(predictor) else predictor)
-    counts = {setting: flops_lib.executed_flops(shape, lengths, BUCKETS, batch_size, packing=setting)
+    exact = is_litert(predictor)
+    counts = {setting: flops_lib.executed_flops(shape, lengths, BUCKETS, batch_size, packing=setting, exact=exact)
               for setting in ("auto", False, True)}
-    return (Mode(f"tfsent {name} ({label})", len(texts), run,
-                 f"batch {batch_size}, buckets to {BUCKETS[-1]}, packing auto"),
+    shapes = "rows sorted, each batch as long as its longest row" if exact else f"buckets to {BUCKETS[-1]}"
+    return (Mode(f"tfsent {name} ({label})", len(texts), run, f"batch {batch_size}, {shapes}, packing auto"),
             PathFlops(counts["auto"], counts[False], counts[True], flops_lib.useful_flops(shape, lengths)))
 
 

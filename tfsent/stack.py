@@ -42,11 +42,12 @@ def no_deps_requirements(stack: dict | None = None) -> list[str]:
 
 def runtime_pins(stack: dict | None = None) -> list[str]:
     """Requirement lines that pyproject's dependencies take from the stack (TensorFlow CPU wheel, transformers,
-    LiteRT)."""
+    LiteRT and its quantizer)."""
     stack = stack or load()
     return [f"tensorflow-cpu=={stack['tensorflow']}.*; sys_platform == 'linux' and platform_machine == 'x86_64'",
             f"transformers=={stack['transformers']}",
-            f"ai-edge-litert=={stack['litert']}.*; sys_platform == 'linux' and platform_machine == 'x86_64'"]
+            f"ai-edge-litert=={stack['litert']}.*; sys_platform == 'linux' and platform_machine == 'x86_64'",
+            f"ai-edge-quantizer=={stack['litert_quantizer']}.*; sys_platform == 'linux' and platform_machine == 'x86_64'"]
 
 
 def extras(stack: dict | None = None) -> dict[str, list[str]]:

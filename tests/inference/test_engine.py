@@ -225,3 +225,23 @@ def test_small_tail_batches_equal_the_padded_path(ckpt, loaded, monkeypatch, nam
     assert sorted(ids[ids != FILLER_ID].tolist()) == list(range(36))
     assert (ids == FILLER_ID).sum() < (np.concatenate(padded_fed) == FILLER_ID).sum()
     assert all(len(f) % strategy.num_replicas_in_sync == 0 for f in small_fed)
+
+
+def test_exact_batches_sort_rows_and_size_each_batch_to_its_longest_row():
+    from tfsent.inference.plan import exact_batches, plan_batches
+
+    rng = np.random.default_rng(3)
+    lengths = rng.integers(2, 120, size=203)
+    shapes = plan_batches(lengths, (16, 64, 128), 64, exact=True)
+    direct = exact_batches(lengths, 64)
+    assert [(s[0], s[1].tolist()) for s in shapes] == [(s[0], s[1].tolist()) for s in direct]
+    rows = np.concatenate([mine for _, mine, _, _ in shapes])
+    assert sorted(rows.tolist()) == list(range(203))  # every row once
+    assert [batch for _, _, batch, _ in shapes] == [64, 64, 64, 11]
+    for length, mine, batch, steps in shapes:
+        assert length == lengths[mine].max() and steps == 1 and batch == mine.size
+    assert [s[0] for s in shapes] == sorted(s[0] for s in shapes)
+    slots = sum(length * batch for length, _, batch, _ in shapes)
+    bucketed = sum(length * batch * steps for length, _, batch, steps in plan_batches(lengths, (16, 64, 128), 64))
+    assert lengths.sum() <= slots < bucketed
+    assert [batch for _, _, batch, _ in exact_batches(lengths, 64, replicas=8)][-1] == 16  # 11 rows, 8 | batch

@@ -54,6 +54,9 @@ def scored(tmp_path_factory, cache):
         summaries = {backend: predict(ckpt, folder / "in.csv", folder / f"{backend}.csv",
                                       PredictOptions(**OPTS, backend=backend))
                      for backend in ("litert", "tensorflow")}
+        # packing: auto keeps these rows padded on LiteRT (exact shapes leave little padding to save): pack them.
+        summaries["packed"] = predict(ckpt, folder / "in.csv", folder / "packed.csv",
+                                      PredictOptions(**OPTS, backend="litert", packing=True))
     return ckpt, folder, summaries
 
 
@@ -64,7 +67,10 @@ def test_litert_rows_equal_tensorflow_s(scored):
     assert summaries["litert"]["replicas"] == 1 and summaries["litert"]["rows"] == 45
     assert lite["row"].tolist() == list(range(45)) and lite["label"].tolist() == tf_["label"].tolist()
     np.testing.assert_allclose(lite[PROBS].to_numpy(), tf_[PROBS].to_numpy(), atol=1e-5)
-    # The first run converted (padded rows; packed sequences too, as packing: auto packed these short rows).
+    packed = pd.read_csv(folder / "packed.csv")
+    assert packed["label"].tolist() == tf_["label"].tolist()
+    np.testing.assert_allclose(packed[PROBS].to_numpy(), tf_[PROBS].to_numpy(), atol=1e-5)
+    # The first run converted the padded rows' signature (the packed run, the packed one).
     startup = summaries["litert"]["startup"]
     assert {"tokenizer", "model", "convert", "first_batch"} <= set(startup) and startup["convert"] > 0
 
@@ -108,6 +114,31 @@ def test_a_warm_run_scores_without_importing_tensorflow(scored, cache, tmp_path)
     assert warm["label"].tolist() == tf_["label"].tolist()
     np.testing.assert_allclose(warm[PROBS].to_numpy(), tf_[PROBS].to_numpy(), atol=1e-5)
     np.testing.assert_array_equal(warm[PROBS].to_numpy(), pd.read_csv(folder / "litert.csv")[PROBS].to_numpy())
+
+
+def test_precision_int8_scores_from_int8_files_made_once_from_the_float32_ones(scored, cache, litert_env, tmp_path):
+    import importlib.metadata
+
+    ckpt, folder, _ = scored
+    summary = predict(ckpt, folder / "in.csv", tmp_path / "int8.csv", PredictOptions(**OPTS, precision="int8"))
+    assert summary["backend"] == "litert" and summary["rows"] == 45
+    int8, fp32 = pd.read_csv(tmp_path / "int8.csv"), pd.read_csv(folder / "litert.csv")
+    assert int8["row"].tolist() == list(range(45))
+    # Int8 matrix products move probabilities a little (the tiny model: < 0.02), never the rows' order.
+    gap = np.abs(int8[PROBS].to_numpy() - fp32[PROBS].to_numpy()).max()
+    assert 0 < gap < 0.05, gap
+    (folder_,) = [p for p in cache.joinpath("litert").iterdir() if (p / "meta.json").exists()]
+    meta = json.loads((folder_ / "meta.json").read_text())
+    version = importlib.metadata.version("ai-edge-quantizer")
+    name = f"padded-int8-{version}"
+    assert name in meta["signatures"] and "padded" in meta["signatures"]
+    flat = (folder_ / f"{name}.tflite").read_bytes()
+    assert hashlib.sha256(flat).hexdigest() == meta["signatures"][name]["sha256"]
+    assert len(flat) < (folder_ / "padded.tflite").stat().st_size
+    # A second run reads the int8 file: nothing is converted or quantized again.
+    again = predict(ckpt, folder / "in.csv", tmp_path / "again.csv", PredictOptions(**OPTS, precision="int8"))
+    assert again["startup"].get("convert", 0) == 0
+    np.testing.assert_array_equal(pd.read_csv(tmp_path / "again.csv")[PROBS].to_numpy(), int8[PROBS].to_numpy())
 
 
 @pytest.mark.slow

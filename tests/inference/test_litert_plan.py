@@ -51,18 +51,23 @@ def _rows(lengths, seed=0):
     return TokenRows.from_ragged({"input_ids": ids, "attention_mask": [[1] * n for n in lengths]}), ids
 
 
-def test_rows_come_back_in_order_with_tails_and_fillers():
+def test_rows_run_sorted_in_exact_shapes_and_come_back_in_order():
     lengths = [3, 20, 7, 7, 30, 2, 16, 5, 9, 11, 25]
     tokens, ids = _rows(lengths)
     backend = FakeBackend()
     seen = []
     out = litert.predict_bucketed(backend, tokens, buckets=(8, 16, 32), global_batch_size=4, on_rows=seen.append)
     np.testing.assert_array_equal(out["score"], [sum(r) for r in ids])
-    shapes = backend.models["padded"].shapes
-    # Bucket 8 holds 3, 7, 7, 2, 5 (one full batch of 4 and a tail: the longest, 7, spills up to 16); 16 holds
-    # 16, 9, 11 and the spilled 7 (one batch); 32 holds 20, 30, 25: a tail batch of 4 (3 rows and a filler).
-    assert shapes == [(4, 8), (4, 16), (4, 32)]
-    assert seen == [4, 4, 4]
+    # Sorted: 2 3 5 7 | 7 9 11 16 | 20 25 30, each batch as long as its longest row, the last one without fillers
+    # (the buckets would have run (4, 8), (4, 16), (4, 32): 224 token slots for these 180).
+    assert backend.models["padded"].shapes == [(4, 7), (4, 16), (3, 30)]
+    assert seen == [4, 4, 3]
+
+
+def test_a_row_longer_than_the_top_bucket_is_refused_in_exact_shapes_too():
+    tokens, _ = _rows([3, 40])
+    with pytest.raises(ValueError, match="exceed the top bucket 32"):
+        litert.predict_bucketed(FakeBackend(), tokens, buckets=(8, 16, 32), global_batch_size=4)
 
 
 def test_packed_rows_score_as_padded_ones_and_fall_back_when_packing_does_not_convert():
@@ -165,3 +170,22 @@ def test_precision_auto_weighs_tensorflow_s_import_against_the_job():
     assert small == "litert fp32"
     large, seconds = calibration.litert_or_bf16(timings, config, 40_000_000, 128)  # 10M tokens
     assert large == "graph bf16" and seconds["graph bf16"] < seconds["litert fp32"]
+
+
+def test_precision_int8_runs_on_litert_or_is_one_error(monkeypatch):
+    monkeypatch.delenv("TFSENT_BACKEND")
+    resolved = calibration.resolve_backend(PredictOptions(strategy="cpu", precision="int8"), "classifier")
+    assert (resolved.options.backend, resolved.options.precision, resolved.how) == ("litert", "int8", "explicit")
+    assert resolved.describe() == "execution: litert int8 (explicit)"
+    monkeypatch.setenv("TFSENT_BACKEND", "tensorflow")  # the environment's default never overrides an int8 request
+    assert calibration.resolve_backend(PredictOptions(strategy="cpu", precision="int8"),
+                                       "question_answering").options.backend == "litert"
+    for options, kind, why in [
+            (PredictOptions(strategy="cpu", precision="int8", backend="tensorflow"), "classifier", "backend=tensorflow"),
+            (PredictOptions(strategy="tpu", precision="int8"), "classifier", "strategy=tpu is TensorFlow's"),
+            (PredictOptions(strategy="cpu", precision="int8"), "masked_lm", "a masked language model runs on")]:
+        with pytest.raises(ConfigError, match=rf"precision=int8 runs on LiteRT on a CPU, and here {why}"):
+            calibration.resolve_backend(options, kind)
+    with pytest.raises(ConfigError, match="precision='int4' is unknown; expected one of auto, float32, "
+                                          "mixed_bfloat16, mixed_float16, int8"):
+        PredictOptions(precision="int4")

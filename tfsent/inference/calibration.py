@@ -176,7 +176,7 @@ def litert_refusal(options: Any, kind: str, strategy=None, *, hint=execution.acc
         return f"a {kinds.get(kind).family} runs on TensorFlow"
     if options.jit_compile not in (None, "auto"):
         return f"jit_compile={options.jit_compile} is TensorFlow's setting"
-    if options.precision not in ("float32", "auto"):
+    if options.precision not in ("float32", "auto", "int8"):
         return f"precision={options.precision} runs on TensorFlow"
     if strategy is not None:
         from tfsent.runtime.strategy import device_kind
@@ -212,6 +212,12 @@ def resolve_backend(options: Any, kind: str, *, strategy=None, config=None, job_
         ConfigError: ``backend=litert`` where LiteRT cannot score the job.
     """
     wanted = options.backend
+    if options.precision == "int8":  # LiteRT's own files: there is no TensorFlow int8 path to fall back on
+        refusal = "backend=tensorflow" if wanted == "tensorflow" else litert_refusal(options, kind, strategy)
+        if refusal is not None:
+            raise ConfigError(f"precision=int8 runs on LiteRT on a CPU, and here {refusal}; use precision=float32 "
+                              "or auto")
+        return Resolved(dataclasses.replace(options, backend="litert", jit_compile=None), "explicit")
     if wanted == "auto":
         wanted = os.environ.get("TFSENT_BACKEND", "").strip().lower() or "auto"
     refusal = None if wanted == "tensorflow" else litert_refusal(options, kind, strategy)

@@ -29,6 +29,7 @@ import pathlib
 import time
 
 import tfsent
+from tfsent.config import ConfigError
 from tfsent.data.errors import DataError
 from tfsent.inference import inputs, outputs, sharded
 from tfsent.inference.calibration import resolve_backend
@@ -262,13 +263,20 @@ def _resolve_tensorflow(strategy, options: PredictOptions, ckpt_path: pathlib.Pa
 
 
 def _load_litert(ckpt_path: pathlib.Path, options: PredictOptions) -> Predictor | None:
-    """The checkpoint's predictor on LiteRT, or None (logged) where the model does not convert."""
+    """The checkpoint's predictor on LiteRT, or None (logged) where the model does not convert.
+
+    Raises:
+        ConfigError: ``precision=int8`` and the model does not convert (TensorFlow has no int8 path to fall back on).
+    """
     from tfsent.inference import litert
 
     try:
         return load_predictor(ckpt_path, None, max_length=options.max_length, jit_compile=None,
                               steps_per_execution=1, options=options)
     except litert.Unsupported as e:
+        if options.precision == "int8":
+            raise ConfigError(f"precision=int8: LiteRT cannot score {ckpt_path} ({e}); use precision=float32") \
+                from None
         log.warning("LiteRT cannot score %s (%s): it runs on TensorFlow", ckpt_path, e)
         return None
 

@@ -75,14 +75,21 @@ def _neutral(default, why: str, **kwargs):
     return dataclasses.field(default=default, metadata={"result": False, "why": why}, **kwargs)
 
 
-def check_settings(precision: str, jit_compile: bool | str | None) -> None:
+# tfsent.predict's own precision: LiteRT's dynamic int8 files (tfsent.inference.litert.quantize), on a CPU.
+INT8 = "int8"
+
+
+def check_settings(precision: str, jit_compile: bool | str | None, extra: tuple[str, ...] = ()) -> None:
     """Refuse a ``precision`` or ``jit_compile`` value no inference job takes (predict, Beam, export).
+
+    Args:
+        extra: precisions this job takes beyond TensorFlow's policies (predict: ``int8``).
 
     Raises:
         ConfigError: naming the key and the values it takes.
     """
-    if precision not in PRECISIONS:
-        raise ConfigError(f"precision={precision!r} is unknown; expected one of {', '.join(PRECISIONS)}")
+    if precision not in PRECISIONS + extra:
+        raise ConfigError(f"precision={precision!r} is unknown; expected one of {', '.join(PRECISIONS + extra)}")
     if jit_compile not in (True, False, None, "auto"):
         raise ConfigError(f"jit_compile={jit_compile!r} must be true, false, null or auto")
 
@@ -153,7 +160,7 @@ class PredictOptions:
             object.__setattr__(self, "documents", ChunkOptions(**self.documents))
         if isinstance(self.qa, Mapping):
             object.__setattr__(self, "qa", QAOptions(**self.qa))
-        check_settings(self.precision, self.jit_compile)
+        check_settings(self.precision, self.jit_compile, extra=(INT8,))
         if self.backend not in BACKENDS:
             raise ConfigError(f"backend={self.backend!r} is unknown; expected one of {', '.join(BACKENDS)}")
         if self.packing not in (True, False, "auto"):

@@ -154,7 +154,8 @@ class QuestionAnsweringPredictor(Predictor):
         if strategy is None:  # LiteRT: the model's top-k is converted with it, so it keys the cache
             facts = qa_facts(ckpt_path)
             self.model = litert_backend(ckpt_path, self.kind, {"top_k": qa.n_best},
-                                        lambda: _load(ckpt_path, qa.n_best), self.load_seconds)
+                                        lambda: _load(ckpt_path, qa.n_best), self.load_seconds,
+                                        int8=options.precision == "int8")
             self.max_length, self.doc_stride = windowing(*qa_window(facts), facts.config, max_length, qa.doc_stride)
             self.features = facts.features
         else:

@@ -47,12 +47,12 @@ class ExecutionPath:
     """One way to run the predict step: TensorFlow's (XLA or graph mode) or LiteRT's (a CPU's, fp32 only)."""
 
     jit_compile: bool
-    precision: str  # "float32" or "mixed_bfloat16" (or "mixed_float16" on GPU)
+    precision: str  # "float32" or "mixed_bfloat16" (or "mixed_float16" on GPU; "int8" on LiteRT only)
     backend: str = "tensorflow"  # or "litert" (tfsent.inference.litert)
 
     @property
     def name(self) -> str:
-        short = {"float32": "fp32", "mixed_bfloat16": "bf16", "mixed_float16": "fp16"}[self.precision]
+        short = {"float32": "fp32", "mixed_bfloat16": "bf16", "mixed_float16": "fp16", "int8": "int8"}[self.precision]
         if self.backend == "litert":
             return f"litert {short}"
         return f"{'xla' if self.jit_compile else 'graph'} {short}"
