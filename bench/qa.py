@@ -47,6 +47,38 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def litert_mode(folder: pathlib.Path, questions: list, precision: str, args, answers: dict, cache: pathlib.Path):
+    """``tfsent.predict``'s CPU path for a QA model: LiteRT in exact shapes (``precision`` float32 or int8), the
+    model converted once into ``cache`` by the warm-up call; the same windows and span step as the engine mode."""
+    import os
+
+    from tfsent.data.qa_windows import build_windows
+    from tfsent.inference import litert
+    from tfsent.inference.engine import DEFAULT_BUCKETS, bucket_lengths
+    from tfsent.inference.options import PredictOptions
+    from tfsent.inference.predictor import load_predictor
+    from tfsent.inference.spans import SpanOptions, predict_answers
+    from tfsent.inference.tokens import TokenRows
+
+    os.environ["TFSENT_CACHE_DIR"] = str(cache)
+    predictor = load_predictor(folder, None, max_length=args.max_length, jit_compile=None, steps_per_execution=1,
+                               options=PredictOptions(backend="litert", precision=precision))
+    buckets = bucket_lengths(DEFAULT_BUCKETS, args.max_length)
+    name = f"tfsent litert {'fp32' if precision == 'float32' else 'int8'}"
+
+    def run() -> None:
+        windows = build_windows(questions, predictor.tokenizer, args.max_length, args.doc_stride,
+                                features=predictor.features)
+        out = litert.predict_bucketed(predictor.model, TokenRows.from_ragged(windows.features), buckets=buckets,
+                                      global_batch_size=args.batch,
+                                      pad_values={"input_ids": predictor.tokenizer.pad_token_id})
+        picked = predict_answers(out, windows.example, windows.char_start, windows.char_end,
+                                 [q.context for q in questions], SpanOptions())
+        answers[name] = [p.answer.text for p in picked]
+
+    return run
+
+
 def held_out(limit: int = 0) -> list:
     """The validation and test questions of ``+experiment=squad``, split as its training run splits them."""
     from hydra import compose, initialize_config_dir
@@ -113,6 +145,11 @@ def main(argv=None) -> int:
             answers["windows"] = [str(len(windows))]
 
         tfsent_mode()  # warm-up: tracing and XLA compilation of every bucket the questions use
+        litert_modes = [Mode(f"tfsent litert {short}", len(questions), litert_mode(folder, questions, precision, args,
+                                                                                  answers, pathlib.Path(tmp)))
+                        for precision, short in (("float32", "fp32"), ("int8", "int8"))]
+        for mode in litert_modes:
+            mode.run()  # warm-up: the conversion (and quantization) into the run's own cache
         payload = [{"question": q.question, "context": q.context} for q in questions]
         with TorchWorker(ensure_torch_venv(), TORCH_QA) as worker:
             worker.request(cmd="load", name="qa", model_dir=str(folder))
@@ -126,8 +163,8 @@ def main(argv=None) -> int:
                     return float(done["seconds"])
                 return run
 
-            modes = [Mode("tfsent", len(questions), tfsent_mode), Mode("pipeline", len(questions),
-                                                                       torch_mode("pipeline")),
+            modes = [Mode("tfsent", len(questions), tfsent_mode), *litert_modes,
+                     Mode("pipeline", len(questions), torch_mode("pipeline")),
                      Mode("batched", len(questions), torch_mode("batched"))]
             series = run_rounds(modes, args.rounds, log=lambda line: print(line, file=sys.stderr, flush=True),
                                 smoke=args.smoke)
@@ -143,14 +180,20 @@ def main(argv=None) -> int:
              "Machine: " + "; ".join(f"{k}: {v}" for k, v in desc.items()), "",
              table.markdown(["mode", "questions/s median (min-max)", "seconds median (min-max)",
                              "answers equal to tfsent's"], [
-                 ["tfsent (engine + spans, as tfsent.predict)", str(series["tfsent"].rate),
+                 ["tfsent (engine + spans), TensorFlow XLA fp32", str(series["tfsent"].rate),
                   str(series["tfsent"].time), "-"],
+                 *[[f"{name} (as tfsent.predict on a CPU{', precision=int8' if 'int8' in name else ''})",
+                    str(series[name].rate), str(series[name].time),
+                    f"{sum(a == b for a, b in zip(answers[name], answers['tfsent']))} of {len(questions)}"]
+                   for name in ("tfsent litert fp32", "tfsent litert int8")],
                  ["pipeline(\"question-answering\")", str(series["pipeline"].rate), str(series["pipeline"].time),
                   f"{same['pipeline']} of {len(questions)}"],
                  ["batched PyTorch (64, pad to longest) + run_qa.py post-processing", str(series["batched"].rate),
                   str(series["batched"].time), f"{same['batched']} of {len(questions)}"]]), "",
-             f"tfsent / pipeline, median of per-round ratios: **{speedup(series['tfsent'], series['pipeline'])}** "
-             f"(target >= 2x); tfsent / batched PyTorch: **{speedup(series['tfsent'], series['batched'])}**.", "",
+             "Medians of per-round ratios to the pipeline (target >= 2x): " + ", ".join(
+                 f"{name} **{speedup(series[name], series['pipeline'])}**"
+                 for name in ("tfsent", "tfsent litert fp32", "tfsent litert int8")) +
+             f"; TensorFlow XLA / batched PyTorch: **{speedup(series['tfsent'], series['batched'])}**.", "",
              "The pipeline ranks candidates by start x end probability and sums the scores of equal answers over "
              "windows, and aligns answers to words; run_qa.py (and tfsent) rank by the sum of logits: answers of a "
              "question with several windows may differ for that reason alone.", ""]
