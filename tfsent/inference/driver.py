@@ -398,19 +398,19 @@ def _predict_part(predictor: Predictor, strategy, job: PartJob, store: PartStore
     # A function of its own so that the part's outputs, columns and frame are dropped when it returns, not held
     # by the loop while the next part is predicted.
     n = len(job.tokens)
-    # A full part pads each bucket's last batch to the global batch: XLA keeps every shape it compiles (about
-    # 15 MB each for BERT-tiny on a CPU), and smaller tails, a new power of two per bucket now and then, made a
-    # run's memory grow with its parts (1.38x from 10k to 1M rows). Padding costs under one batch per bucket per
-    # part; a short part (a small job, or the last part) still runs its tails small.
     if not n:
         out = predictor.empty_outputs()
-    elif strategy is None:  # LiteRT
+    elif strategy is None:  # LiteRT: exact shapes (no tails to pad; a new shape compiles nothing)
         from tfsent.inference import litert
 
         out = litert.predict_bucketed(predictor.model, job.tokens, buckets=lengths,
                                       global_batch_size=options.global_batch_size, pad_values=predictor.pad_values,
-                                      shrink_tails=n < options.part_size, packing=packing, on_rows=on_rows)
+                                      packing=packing, on_rows=on_rows)
     else:
+        # A full part pads each bucket's last batch to the global batch: XLA keeps every shape it compiles (about
+        # 15 MB each for BERT-tiny on a CPU), and smaller tails, a new power of two per bucket now and then, made a
+        # run's memory grow with its parts (1.38x from 10k to 1M rows). Padding costs under one batch per bucket
+        # per part; a short part (a small job, or the last part) still runs its tails small.
         from tfsent.inference.engine import predict_bucketed
 
         out = predict_bucketed(predictor.model, strategy, job.tokens, buckets=lengths,

@@ -291,7 +291,7 @@ def open_backend(ckpt_path: pathlib.Path, ckpt_files: list, kind: str, settings:
 
 def predict_bucketed(backend: LiteRTBackend, tokens: TokenRows, *, buckets: Sequence[int], global_batch_size: int,
                      pad_values: Mapping[str, int] | None = None, on_rows: Callable[[int], None] | None = None,
-                     shrink_tails: bool = True, packing: Packing | None = None) -> dict[str, np.ndarray]:
+                     packing: Packing | None = None) -> dict[str, np.ndarray]:
     """:func:`tfsent.inference.engine.predict_bucketed`'s outputs, run on LiteRT (one replica) in exact shapes.
 
     Args:
@@ -301,7 +301,6 @@ def predict_bucketed(backend: LiteRTBackend, tokens: TokenRows, *, buckets: Sequ
         global_batch_size: rows per batch.
         pad_values: pad value per feature.
         on_rows: called after each batch with the units it ran (rows or packed sequences).
-        shrink_tails: (packing only) each bucket's last batch at the next power of two that holds it.
         packing: pack rows into sequences (the ``packed`` signature must convert; the caller checks).
 
     Returns:
@@ -313,16 +312,13 @@ def predict_bucketed(backend: LiteRTBackend, tokens: TokenRows, *, buckets: Sequ
     n = len(tokens)
     if n == 0:
         raise ValueError("nothing to predict: 0 rows")
-    units = choose_units(tokens, buckets, packing, pad_values or {}, global_batch_size, shrink_tail=shrink_tails,
-                         exact=True)
+    units = choose_units(tokens, buckets, packing, pad_values or {}, global_batch_size, exact=True)
     packed = isinstance(units, PackedRows)
     if packed and not backend.supports("packed"):  # converted on the first part that packs, at most once
-        units, packed = choose_units(tokens, buckets, None, pad_values or {}, global_batch_size,
-                                     shrink_tail=shrink_tails, exact=True), False
+        units, packed = choose_units(tokens, buckets, None, pad_values or {}, global_batch_size, exact=True), False
     model = backend.model("packed" if packed else "padded")
     pieces: list[dict[str, np.ndarray]] = []
-    for length, mine, batch, steps in plan_batches(units.lengths, buckets, global_batch_size,
-                                                   shrink_tail=shrink_tails, exact=True):
+    for length, mine, batch, steps in plan_batches(units.lengths, buckets, global_batch_size, exact=True):
         arrays = units.batch(mine, length, batch)
         for step in range(steps):
             rows = slice(step * batch, (step + 1) * batch)
