@@ -162,7 +162,7 @@ def _litert_predictor(ckpt: pathlib.Path, options, folder: pathlib.Path):
     previous = os.environ.get("TFSENT_CACHE_DIR")
     os.environ["TFSENT_CACHE_DIR"] = str(folder)
     try:
-        return load_predictor(ckpt, None, max_length=None, jit_compile=None, steps_per_execution=1,
+        return load_predictor(ckpt, None, max_length=options.max_length, jit_compile=None, steps_per_execution=1,
                               options=dataclasses.replace(options, backend="litert"))
     finally:
         if previous is None:

@@ -9,8 +9,10 @@ depend on what the head learnt, and each mode's answers are compared with tfsent
 
 Modes, each timed questions in, answers out (tokenization and post-processing included):
 
-- ``tfsent``: the prediction engine as ``tfsent.predict`` runs it on one CPU (length buckets with filler rows, each
+- ``tfsent``: the prediction engine on TensorFlow (XLA fp32) on one CPU (length buckets with filler rows, each
   window reduced to its top-k on the device, answers picked on the host), in this process, warm;
+- ``tfsent litert fp32`` / ``tfsent litert int8``: ``tfsent.predict``'s CPU default (LiteRT in exact shapes) and
+  ``precision=int8``, the same windows and span step;
 - ``pipeline``: ``pipeline("question-answering")`` on the list of questions, as its documentation shows;
 - ``batched``: PyTorch on the windows in batches of 64, padded to the longest, answers as ``run_qa.py`` picks them.
 
@@ -47,34 +49,38 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def litert_mode(folder: pathlib.Path, questions: list, precision: str, args, answers: dict, cache: pathlib.Path):
-    """``tfsent.predict``'s CPU path for a QA model: LiteRT in exact shapes (``precision`` float32 or int8), the
-    model converted once into ``cache`` by the warm-up call; the same windows and span step as the engine mode."""
-    import os
-
+def answer(questions: list, tokenizer, features, args, predict) -> tuple[list[str], int]:
+    """The questions' answers as ``tfsent.predict`` picks them: windows, ``predict(tokens, buckets)`` (one
+    backend's ``predict_bucketed``), the span step on the host. Returns the answers and the window count."""
     from tfsent.data.qa_windows import build_windows
-    from tfsent.inference import litert
     from tfsent.inference.engine import DEFAULT_BUCKETS, bucket_lengths
-    from tfsent.inference.options import PredictOptions
-    from tfsent.inference.predictor import load_predictor
     from tfsent.inference.spans import SpanOptions, predict_answers
     from tfsent.inference.tokens import TokenRows
 
-    os.environ["TFSENT_CACHE_DIR"] = str(cache)
-    predictor = load_predictor(folder, None, max_length=args.max_length, jit_compile=None, steps_per_execution=1,
-                               options=PredictOptions(backend="litert", precision=precision))
-    buckets = bucket_lengths(DEFAULT_BUCKETS, args.max_length)
+    windows = build_windows(questions, tokenizer, args.max_length, args.doc_stride, features=features)
+    out = predict(TokenRows.from_ragged(windows.features), bucket_lengths(DEFAULT_BUCKETS, args.max_length))
+    picked = predict_answers(out, windows.example, windows.char_start, windows.char_end,
+                             [q.context for q in questions], SpanOptions())
+    return [p.answer.text for p in picked], len(windows)
+
+
+def litert_mode(folder: pathlib.Path, questions: list, precision: str, args, answers: dict, cache: pathlib.Path):
+    """``tfsent.predict``'s CPU path for a QA model: LiteRT in exact shapes (``precision`` float32 or int8), the
+    model converted once into ``cache`` (``bench.compare._litert_predictor``); the same windows and span step as
+    the engine mode."""
+    from bench.compare import _litert_predictor
+    from tfsent.inference import litert
+    from tfsent.inference.options import PredictOptions
+
+    predictor = _litert_predictor(folder, PredictOptions(precision=precision, max_length=args.max_length), cache)
     name = f"tfsent litert {'fp32' if precision == 'float32' else 'int8'}"
 
+    def predict(tokens, buckets):
+        return litert.predict_bucketed(predictor.model, tokens, buckets=buckets, global_batch_size=args.batch,
+                                       pad_values={"input_ids": predictor.tokenizer.pad_token_id})
+
     def run() -> None:
-        windows = build_windows(questions, predictor.tokenizer, args.max_length, args.doc_stride,
-                                features=predictor.features)
-        out = litert.predict_bucketed(predictor.model, TokenRows.from_ragged(windows.features), buckets=buckets,
-                                      global_batch_size=args.batch,
-                                      pad_values={"input_ids": predictor.tokenizer.pad_token_id})
-        picked = predict_answers(out, windows.example, windows.char_start, windows.char_end,
-                                 [q.context for q in questions], SpanOptions())
-        answers[name] = [p.answer.text for p in picked]
+        answers[name] = answer(questions, predictor.tokenizer, predictor.features, args, predict)[0]
 
     return run
 
@@ -114,11 +120,8 @@ def main(argv=None) -> int:
     from bench import machine
     from bench.run import ensure_torch_venv
     from bench.torch_client import TorchWorker
-    from tfsent.data.qa_windows import build_windows
-    from tfsent.inference.engine import DEFAULT_BUCKETS, bucket_lengths, predict_bucketed
+    from tfsent.inference.engine import predict_bucketed
     from tfsent.inference.predictor import compiled
-    from tfsent.inference.spans import SpanOptions, predict_answers
-    from tfsent.inference.tokens import TokenRows
     from tfsent.models import load_tokenizer
     from tfsent.models.question_answering import load_question_answering
     from tfsent.runtime.strategy import make_strategy
@@ -132,17 +135,15 @@ def main(argv=None) -> int:
         strategy = make_strategy("cpu")
         model = compiled(strategy, lambda: load_question_answering(folder), jit_compile=None, steps_per_execution=1)
         tokenizer = load_tokenizer(folder)
-        buckets = bucket_lengths(DEFAULT_BUCKETS, args.max_length)
         answers: dict[str, list[str]] = {}
 
+        def predict(tokens, buckets):
+            return predict_bucketed(model, strategy, tokens, buckets=buckets, global_batch_size=args.batch,
+                                    pad_values={"input_ids": tokenizer.pad_token_id})
+
         def tfsent_mode() -> None:
-            windows = build_windows(questions, tokenizer, args.max_length, args.doc_stride, features=model.features)
-            out = predict_bucketed(model, strategy, TokenRows.from_ragged(windows.features), buckets=buckets,
-                                   global_batch_size=args.batch, pad_values={"input_ids": tokenizer.pad_token_id})
-            picked = predict_answers(out, windows.example, windows.char_start, windows.char_end,
-                                     [q.context for q in questions], SpanOptions())
-            answers["tfsent"] = [p.answer.text for p in picked]
-            answers["windows"] = [str(len(windows))]
+            answers["tfsent"], windows = answer(questions, tokenizer, model.features, args, predict)
+            answers["windows"] = [str(windows)]
 
         tfsent_mode()  # warm-up: tracing and XLA compilation of every bucket the questions use
         litert_modes = [Mode(f"tfsent litert {short}", len(questions), litert_mode(folder, questions, precision, args,
