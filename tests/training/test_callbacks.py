@@ -104,7 +104,8 @@ import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
 
 from tfsent.training.callbacks import (CallbackSpec, ConfusionMatrixCallback, EpochCheckpoint,  # noqa: E402
-                                       StepBackupAndRestore, build_callbacks, restore_checkpoint, resume_point)
+                                       StepBackupAndRestore, UpdateTensorBoard, build_callbacks,
+                                       restore_checkpoint, resume_point)
 from tfsent.config import ConfigError  # noqa: E402
 from tfsent.training.curves import CurvesCallback  # noqa: E402
 from tfsent.training.metrics import classification_metrics  # noqa: E402
@@ -194,7 +195,7 @@ def test_spec_checks_values_and_names_the_key():
 
 def test_build_callbacks_order_and_switches(tmp_path):
     kinds = [type(c) for c in build_callbacks(CallbackSpec(), tmp_path)]
-    assert kinds == [tf_keras.callbacks.TensorBoard, tf_keras.callbacks.CSVLogger, ConfusionMatrixCallback,
+    assert kinds == [UpdateTensorBoard, tf_keras.callbacks.CSVLogger, ConfusionMatrixCallback,
                      CurvesCallback, EpochCheckpoint, EpochCheckpoint, StepBackupAndRestore]
     off = CallbackSpec(backup=False, save_best=False, save_last=False, csv=False, tensorboard=False,
                        confusion_report=False, curves=False)
@@ -211,6 +212,24 @@ def test_default_callbacks_write_tensorboard_events(tmp_path):
     _tiny_model().fit(x, y, validation_data=(x, y), epochs=2, verbose=0, callbacks=callbacks)
     assert sorted(p.name for p in (tmp_path / "tensorboard").iterdir()) == ["train", "validation"]
     assert list((tmp_path / "tensorboard" / "train").glob("events.out.tfevents.*"))
+
+
+def test_tensorboard_learning_rate_is_the_schedule_at_applied_updates_under_accumulation(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tfsent.training.optim import OptimizerSpec, build_optimizer
+
+    # 4 micro-batches per epoch, 2 per update: 2 updates per epoch of a 6-update schedule with 3 warm-up updates.
+    model = tf_keras.Sequential([tf_keras.layers.Input((4,)), tf_keras.layers.Dense(1)])
+    spec = OptimizerSpec(learning_rate=1e-3, warmup_fraction=0.5, total_steps=6, accumulation_steps=2)
+    model.compile(optimizer=build_optimizer(spec), loss="mse")
+    x, y = np.ones((16, 4), np.float32), np.ones((16, 1), np.float32)
+    callbacks = build_callbacks(CallbackSpec(backup=False, save_best=False, save_last=False, csv=False,
+                                             confusion_report=False, curves=False), tmp_path)
+    model.fit(x, y, batch_size=4, epochs=3, verbose=0, callbacks=callbacks)
+    events = EventAccumulator(str(tmp_path / "tensorboard" / "train")).Reload()
+    logged = [float(tf.make_ndarray(e.tensor_proto)) for e in events.Tensors("epoch_learning_rate")]
+    # After epochs 1, 2, 3: 2, 4, 6 updates applied (Keras's own callback read the schedule at 4, 8, 12).
+    np.testing.assert_allclose(logged, [1e-3 * 2 / 3, 1e-3 * 2 / 3, 0.0], rtol=1e-6, atol=1e-12)
 
 
 def _tiny_model():

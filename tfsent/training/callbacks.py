@@ -384,6 +384,25 @@ def restore_checkpoint(model: tf_keras.Model, directory: str | os.PathLike) -> s
     return path
 
 
+class UpdateTensorBoard(tf_keras.callbacks.TensorBoard):
+    """TensorBoard whose ``learning_rate`` is the schedule at the optimizer's applied updates.
+
+    Keras evaluates the schedule at ``optimizer.iterations``, which counts micro-batches: with gradient
+    accumulation it logged the rate ``accumulation_steps`` times too far along the schedule (0 after the first
+    ``1 / accumulation_steps`` of the run), not the rate the updates used.
+    """
+
+    def _collect_learning_rate(self, logs):
+        optimizer = self.model.optimizer
+        schedule = getattr(optimizer, "_learning_rate", None)
+        # A LossScaleOptimizer (mixed_float16) forwards attribute reads to the AdamW it wraps.
+        updates = getattr(optimizer, "applied_updates", None)
+        if updates is None or not isinstance(schedule, tf_keras.optimizers.schedules.LearningRateSchedule):
+            return super()._collect_learning_rate(logs)
+        logs["learning_rate"] = schedule(updates)
+        return logs
+
+
 class ConfusionMatrixCallback(tf_keras.callbacks.Callback):
     """Write the validation confusion matrix (JSON + PNG + text report) after each validated epoch.
 
@@ -442,7 +461,7 @@ def build_callbacks(spec: CallbackSpec, run_dir: str | os.PathLike, *, label_nam
     run_dir.mkdir(parents=True, exist_ok=True)
     callbacks: list[tf_keras.callbacks.Callback] = []
     if spec.tensorboard:
-        callbacks.append(tf_keras.callbacks.TensorBoard(
+        callbacks.append(UpdateTensorBoard(
             log_dir=str(run_dir / TENSORBOARD_DIR), update_freq=spec.tensorboard_update_freq,
             write_graph=False, profile_batch=0))
     if spec.csv:
