@@ -214,14 +214,18 @@ def test_default_callbacks_write_tensorboard_events(tmp_path):
     assert list((tmp_path / "tensorboard" / "train").glob("events.out.tfevents.*"))
 
 
-def test_tensorboard_learning_rate_is_the_schedule_at_applied_updates_under_accumulation(tmp_path):
+@pytest.mark.parametrize("loss_scaled", [False, True], ids=["float32", "loss-scale-optimizer"])
+def test_tensorboard_learning_rate_is_the_schedule_at_applied_updates_under_accumulation(tmp_path, loss_scaled):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     from tfsent.training.optim import OptimizerSpec, build_optimizer
 
     # 4 micro-batches per epoch, 2 per update: 2 updates per epoch of a 6-update schedule with 3 warm-up updates.
     model = tf_keras.Sequential([tf_keras.layers.Input((4,)), tf_keras.layers.Dense(1)])
     spec = OptimizerSpec(learning_rate=1e-3, warmup_fraction=0.5, total_steps=6, accumulation_steps=2)
-    model.compile(optimizer=build_optimizer(spec), loss="mse")
+    optimizer = build_optimizer(spec)
+    # mixed_float16 training wraps the optimizer (tfsent.runtime.precision.wrap_optimizer).
+    model.compile(optimizer=tf_keras.mixed_precision.LossScaleOptimizer(optimizer) if loss_scaled else optimizer,
+                  loss="mse")
     x, y = np.ones((16, 4), np.float32), np.ones((16, 1), np.float32)
     callbacks = build_callbacks(CallbackSpec(backup=False, save_best=False, save_last=False, csv=False,
                                              confusion_report=False, curves=False), tmp_path)

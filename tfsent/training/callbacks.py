@@ -393,9 +393,10 @@ class UpdateTensorBoard(tf_keras.callbacks.TensorBoard):
     """
 
     def _collect_learning_rate(self, logs):
-        optimizer = self.model.optimizer
+        # Under mixed_float16 the model's optimizer is a LossScaleOptimizer, which does not forward attribute
+        # reads: the schedule and the update counter are on the optimizer it wraps.
+        optimizer = getattr(self.model.optimizer, "inner_optimizer", self.model.optimizer)
         schedule = getattr(optimizer, "_learning_rate", None)
-        # A LossScaleOptimizer (mixed_float16) forwards attribute reads to the AdamW it wraps.
         updates = getattr(optimizer, "applied_updates", None)
         if updates is None or not isinstance(schedule, tf_keras.optimizers.schedules.LearningRateSchedule):
             return super()._collect_learning_rate(logs)
