@@ -8,7 +8,11 @@ with the same post-processing and SQuAD metrics. Runs in the bench's torch venv,
 It reads the questions tfsent prepared (``<split>.questions.jsonl`` and the window settings of ``manifest.json``),
 so both runs train and evaluate on exactly the same questions; the recipe (AdamW with weight decay 0.01 except on
 biases and LayerNorm, epsilon 1e-6, gradient norm clipped at 1.0, linear warm-up over 10% of the updates then linear
-decay, batch 32, dropout of the checkpoint) is ``conf/experiment/squad.yaml``'s. Windows are padded per batch
+decay, batch 32, dropout of the checkpoint) is ``conf/experiment/squad.yaml``'s.
+
+A paired run (``--init <a QA folder> --order <bench/qa_order.py's file> --no-dropout``) starts from the weights
+tfsent starts from and trains on tfsent's batches in tfsent's order: the two frameworks then differ only in
+arithmetic, so their scores measure the training code itself rather than which seed each one drew. Windows are padded per batch
 (what run_qa.py's data collator does with ``pad_to_max_length=False``); evaluation cuts the padding off each window
 before picking answers (``bench/qa_reference.py``), as tfsent does.
 """
@@ -109,6 +113,23 @@ def evaluate(model, tokenizer, rows, length: int, stride: int, batch: int) -> di
     return squad_scores(predictions, {r["id"]: [a["text"] for a in r["answers"]] for r in rows})
 
 
+def paired_order(path: pathlib.Path, enc, epochs: int) -> list[list[int]]:
+    """tfsent's batches (``bench/qa_order.py``) as indices of this script's windows, one flat list per epoch."""
+    from bench.qa_order import window_hash
+
+    index: dict[str, list[int]] = {}
+    for i, ids in enumerate(enc["input_ids"]):
+        index.setdefault(window_hash(ids), []).append(i)
+    order = json.loads(path.read_text())["order"]
+    missing = sum(h not in index for batch in order for h in batch)
+    if missing:
+        raise SystemExit(f"{path}: {missing} windows are not among this script's {len(enc['input_ids'])}")
+    flat = [index[h][0] for batch in order for h in batch]
+    per_epoch = len(order) // epochs
+    size = len(order[0])
+    return [flat[e * per_epoch * size:(e + 1) * per_epoch * size] for e in range(epochs)]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--prepared", required=True, type=pathlib.Path, help="tfsent's prepared QA dataset folder")
@@ -119,6 +140,9 @@ def main(argv=None) -> int:
     parser.add_argument("--warmup-fraction", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--init", type=pathlib.Path, help="start from this QA folder (default: MiniLM-L6, new head)")
+    parser.add_argument("--order", type=pathlib.Path, help="train on these batches (bench/qa_order.py's file)")
+    parser.add_argument("--no-dropout", action="store_true", help="hidden and attention dropout 0")
     parser.add_argument("--out", type=pathlib.Path, required=True)
     args = parser.parse_args(argv)
     if args.threads:
@@ -128,10 +152,14 @@ def main(argv=None) -> int:
     length, stride = int(manifest["max_seq_length"]), int(manifest["source"]["doc_stride"])
     folder = minilm_folder()
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder))
-    model = transformers.BertForQuestionAnswering.from_pretrained(str(folder))
+    overrides = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0} if args.no_dropout else {}
+    model = transformers.BertForQuestionAnswering.from_pretrained(str(args.init or folder), **overrides)
     train = questions(args.prepared, "train")
     enc, starts, ends = train_features(tokenizer, train, length, stride)
     steps_per_epoch = math.ceil(len(starts) / args.batch)
+    given = paired_order(args.order, enc, args.epochs) if args.order else None
+    if given:
+        steps_per_epoch = len(given[0]) // args.batch
     total = steps_per_epoch * args.epochs
     warmup = int(args.warmup_fraction * total)
     decay = [p for n, p in model.named_parameters() if not (n.endswith("bias") or "LayerNorm" in n)]
@@ -145,6 +173,8 @@ def main(argv=None) -> int:
         model.train()
         order = list(range(len(starts)))
         random.shuffle(order)
+        if given:
+            order = given[epoch]
         losses = []
         for _, batch in batches(enc, order, args.batch, tokenizer.pad_token_id, (starts, ends)):
             loss = model(**batch).loss
@@ -159,6 +189,8 @@ def main(argv=None) -> int:
     test = evaluate(model, tokenizer, questions(args.prepared, "test"), length, stride, args.eval_batch)
     result = {"model": str(folder), "prepared": str(args.prepared), "windows": len(starts), "updates": total,
               "epochs": args.epochs, "lr": args.lr, "batch": args.batch, "seed": args.seed, "history": history,
+              "init": str(args.init or folder), "order": str(args.order or "shuffled per epoch"),
+              "dropout": "0" if args.no_dropout else "the checkpoint's",
               "test_exact_match": test["exact_match"], "test_f1": test["f1"], "test_questions": test["total"],
               "seconds": round(time.perf_counter() - started, 1),
               "written_by": f"torch {torch.__version__}, transformers {transformers.__version__}"}
