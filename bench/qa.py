@@ -13,6 +13,8 @@ Modes, each timed questions in, answers out (tokenization and post-processing in
   window reduced to its top-k on the device, answers picked on the host), in this process, warm;
 - ``tfsent litert fp32`` / ``tfsent litert int8``: ``tfsent.predict``'s CPU default (LiteRT in exact shapes) and
   ``precision=int8``, the same windows and span step;
+- ``tfsent graph bf16``: TensorFlow's graph mode under ``mixed_bfloat16`` (oneDNN's bf16 kernels), the path
+  ``precision=auto`` weighs against LiteRT fp32 on a CPU with native bf16 (the run says which it chose here);
 - ``pipeline``: ``pipeline("question-answering")`` on the list of questions, as its documentation shows;
 - ``batched``: PyTorch on the windows in batches of 64, padded to the longest, answers as ``run_qa.py`` picks them.
 
@@ -22,6 +24,7 @@ The torch modes run in ``bench/.venv-torch`` (``bench/torch_qa.py``), measuring 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import pathlib
 import sys
 import tempfile
@@ -49,19 +52,20 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def answer(questions: list, tokenizer, features, args, predict) -> tuple[list[str], int]:
+def answer(questions: list, tokenizer, features, args, predict) -> tuple[list[str], list[int]]:
     """The questions' answers as ``tfsent.predict`` picks them: windows, ``predict(tokens, buckets)`` (one
-    backend's ``predict_bucketed``), the span step on the host. Returns the answers and the window count."""
+    backend's ``predict_bucketed``), the span step on the host. Returns the answers and each window's tokens."""
     from tfsent.data.qa_windows import build_windows
     from tfsent.inference.engine import DEFAULT_BUCKETS, bucket_lengths
     from tfsent.inference.spans import SpanOptions, predict_answers
     from tfsent.inference.tokens import TokenRows
 
     windows = build_windows(questions, tokenizer, args.max_length, args.doc_stride, features=features)
-    out = predict(TokenRows.from_ragged(windows.features), bucket_lengths(DEFAULT_BUCKETS, args.max_length))
+    tokens = TokenRows.from_ragged(windows.features)
+    out = predict(tokens, bucket_lengths(DEFAULT_BUCKETS, args.max_length))
     picked = predict_answers(out, windows.example, windows.char_start, windows.char_end,
                              [q.context for q in questions], SpanOptions())
-    return [p.answer.text for p in picked], len(windows)
+    return [p.answer.text for p in picked], [int(n) for n in tokens.lengths]
 
 
 def litert_mode(folder: pathlib.Path, questions: list, precision: str, args, answers: dict, cache: pathlib.Path):
@@ -83,6 +87,69 @@ def litert_mode(folder: pathlib.Path, questions: list, precision: str, args, ans
         answers[name] = answer(questions, predictor.tokenizer, predictor.features, args, predict)[0]
 
     return run
+
+
+def graph_bf16_mode(folder: pathlib.Path, questions: list, args, answers: dict, strategy):
+    """TensorFlow graph mode under ``mixed_bfloat16``: what ``tfsent.predict precision=auto`` runs when it finds
+    graph bf16 faster than LiteRT fp32 (a CPU with native bf16)."""
+    from tfsent.inference.engine import predict_bucketed
+    from tfsent.inference.predictor import compiled
+    from tfsent.models import load_tokenizer
+    from tfsent.models.question_answering import load_question_answering
+    from tfsent.runtime.precision import set_policy
+
+    set_policy("mixed_bfloat16", strategy, jit_compile=False)
+    try:
+        model = compiled(strategy, lambda: load_question_answering(folder), jit_compile=False, steps_per_execution=1)
+    finally:
+        set_policy("float32", strategy)  # the policy is global: the other modes build float32 models
+    tokenizer = load_tokenizer(folder)
+
+    def predict(tokens, buckets):
+        return predict_bucketed(model, strategy, tokens, buckets=buckets, global_batch_size=args.batch,
+                                pad_values={"input_ids": tokenizer.pad_token_id})
+
+    def run() -> None:
+        answers["tfsent graph bf16"] = answer(questions, tokenizer, model.features, args, predict)[0]
+
+    return run
+
+
+def auto_choice(folder: pathlib.Path, questions: list, args, strategy, cache: pathlib.Path) -> str:
+    """What ``tfsent.predict precision=auto`` picks for these questions on this machine (its log line)."""
+    from tfsent.inference.calibration import resolve_backend
+    from tfsent.inference.options import PredictOptions
+    from tfsent.models.loading import read_config
+
+    options = dataclasses.replace(PredictOptions(max_length=args.max_length), precision="auto", backend="auto")
+    # precision=auto sizes the job by its input file: the questions and contexts as a JSONL file would hold them.
+    job_bytes = sum(len(q.question.encode()) + len(q.context.encode()) + 40 for q in questions)
+    return resolve_backend(options, "question_answering", strategy=strategy, config=read_config(folder),
+                           job_bytes=job_bytes, cache=cache / "execution.json").describe()
+
+
+def ceiling(config, lengths: list[int], series) -> str:
+    """What bounds the ratio to the pipeline: the job's useful FLOPs (every window at its real length), the rate the
+    pipeline runs them at, and this machine's fp32 and bf16 matmul rates (``bench/flops.py``, timed now)."""
+    from bench import flops
+
+    useful = flops.useful_flops(flops.EncoderShape.from_config(config, num_labels=2), lengths)
+    rates = {dtype: flops.matmul_rate(dtype) for dtype in ("float32", "bfloat16")}
+    pipeline = useful / series["pipeline"].time.median
+    return (f"Ceiling: the {len(lengths)} windows hold {sum(lengths):,} tokens, {useful / 1e12:.2f} TFLOP of useful "
+            f"forward work; the pipeline runs it at {pipeline / 1e9:.0f} GFLOP/s, "
+            f"{pipeline / rates['float32']:.0%} of TensorFlow's fp32 matmul rate here "
+            f"({rates['float32'] / 1e9:.0f} GFLOP/s; bf16 {rates['bfloat16'] / 1e9:.0f}). A path running only those "
+            f"FLOPs at 100% of the fp32 rate would be at most **{rates['float32'] / pipeline:.2f}x** the pipeline, "
+            f"at 100% of the bf16 rate **{rates['bfloat16'] / pipeline:.2f}x**.")
+
+
+def gold_scores(questions: list, answers: list[str]) -> dict:
+    """SQuAD v1.1 exact match and F1 of one mode's answers."""
+    from tfsent.inference.squad_metrics import squad_scores
+
+    return squad_scores({q.id: a for q, a in zip(questions, answers)},
+                        {q.id: [g.text for g in q.answers] for q in questions})
 
 
 def held_out(limit: int = 0) -> list:
@@ -123,6 +190,7 @@ def main(argv=None) -> int:
     from tfsent.inference.engine import predict_bucketed
     from tfsent.inference.predictor import compiled
     from tfsent.models import load_tokenizer
+    from tfsent.models.loading import read_config
     from tfsent.models.question_answering import load_question_answering
     from tfsent.runtime.strategy import make_strategy
 
@@ -132,18 +200,19 @@ def main(argv=None) -> int:
     questions = held_out(args.limit)
     with tempfile.TemporaryDirectory(prefix="tfsent-bench-qa-") as tmp:
         folder = args.model or minilm_qa(pathlib.Path(tmp) / "qa")
+        config = read_config(folder)
         strategy = make_strategy("cpu")
         model = compiled(strategy, lambda: load_question_answering(folder), jit_compile=None, steps_per_execution=1)
         tokenizer = load_tokenizer(folder)
         answers: dict[str, list[str]] = {}
+        lengths: list[int] = []
 
         def predict(tokens, buckets):
             return predict_bucketed(model, strategy, tokens, buckets=buckets, global_batch_size=args.batch,
                                     pad_values={"input_ids": tokenizer.pad_token_id})
 
         def tfsent_mode() -> None:
-            answers["tfsent"], windows = answer(questions, tokenizer, model.features, args, predict)
-            answers["windows"] = [str(windows)]
+            answers["tfsent"], lengths[:] = answer(questions, tokenizer, model.features, args, predict)
 
         tfsent_mode()  # warm-up: tracing and XLA compilation of every bucket the questions use
         litert_modes = [Mode(f"tfsent litert {short}", len(questions), litert_mode(folder, questions, precision, args,
@@ -151,6 +220,10 @@ def main(argv=None) -> int:
                         for precision, short in (("float32", "fp32"), ("int8", "int8"))]
         for mode in litert_modes:
             mode.run()  # warm-up: the conversion (and quantization) into the run's own cache
+        bf16_mode = Mode("tfsent graph bf16", len(questions), graph_bf16_mode(folder, questions, args, answers,
+                                                                             strategy))
+        bf16_mode.run()  # warm-up: tracing every bucket the questions use
+        chosen = auto_choice(folder, questions, args, strategy, pathlib.Path(tmp))
         payload = [{"question": q.question, "context": q.context} for q in questions]
         with TorchWorker(ensure_torch_venv(), TORCH_QA) as worker:
             worker.request(cmd="load", name="qa", model_dir=str(folder))
@@ -164,36 +237,45 @@ def main(argv=None) -> int:
                     return float(done["seconds"])
                 return run
 
-            modes = [Mode("tfsent", len(questions), tfsent_mode), *litert_modes,
+            modes = [Mode("tfsent", len(questions), tfsent_mode), *litert_modes, bf16_mode,
                      Mode("pipeline", len(questions), torch_mode("pipeline")),
                      Mode("batched", len(questions), torch_mode("batched"))]
             series = run_rounds(modes, args.rounds, log=lambda line: print(line, file=sys.stderr, flush=True),
                                 smoke=args.smoke)
     same = {m: sum(a == b for a, b in zip(answers[m], answers["tfsent"])) for m in ("pipeline", "batched")}
+    ours = ("tfsent litert fp32", "tfsent litert int8", "tfsent graph bf16")
+    scores = {m: gold_scores(questions, answers[m]) for m in ("tfsent", *ours, "pipeline", "batched")}
+
+    def em_f1(mode: str) -> str:
+        return f"{scores[mode]['exact_match']:.2f} / {scores[mode]['f1']:.2f}"
+
+    note = {"tfsent litert fp32": "", "tfsent litert int8": ", precision=int8",
+            "tfsent graph bf16": ", precision=mixed_bfloat16 jit_compile=false"}
     lines = ["## Question answering: held-out SQuAD articles", "",
              f"`python bench/qa.py{' --model ' + str(args.model) if args.model else ''}` ({args.rounds} interleaved "
              f"rounds, {(time.perf_counter() - started) / 60:.1f} min). {len(questions)} questions of the validation "
-             f"and test articles of `+experiment=squad` ({answers['windows'][0]} windows of at most "
+             f"and test articles of `+experiment=squad` ({len(lengths)} windows of at most "
              f"{args.max_length} tokens, stride {args.doc_stride}); model "
              + (str(args.model) if args.model else "MiniLM-L6 with a new span head") + f"; batch {args.batch}, "
              "one CPU replica, float32, XLA per strategy (tfsent); torch "
              f"{info['torch']} with {info['threads']} threads.", "",
              "Machine: " + "; ".join(f"{k}: {v}" for k, v in desc.items()), "",
              table.markdown(["mode", "questions/s median (min-max)", "seconds median (min-max)",
-                             "answers equal to tfsent's"], [
+                             "answers equal to tfsent's", "EM / F1"], [
                  ["tfsent (engine + spans), TensorFlow XLA fp32", str(series["tfsent"].rate),
-                  str(series["tfsent"].time), "-"],
-                 *[[f"{name} (as tfsent.predict on a CPU{', precision=int8' if 'int8' in name else ''})",
+                  str(series["tfsent"].time), "-", em_f1("tfsent")],
+                 *[[f"{name} (as tfsent.predict on a CPU{note[name]})",
                     str(series[name].rate), str(series[name].time),
-                    f"{sum(a == b for a, b in zip(answers[name], answers['tfsent']))} of {len(questions)}"]
-                   for name in ("tfsent litert fp32", "tfsent litert int8")],
+                    f"{sum(a == b for a, b in zip(answers[name], answers['tfsent']))} of {len(questions)}",
+                    em_f1(name)] for name in ours],
                  ["pipeline(\"question-answering\")", str(series["pipeline"].rate), str(series["pipeline"].time),
-                  f"{same['pipeline']} of {len(questions)}"],
+                  f"{same['pipeline']} of {len(questions)}", em_f1("pipeline")],
                  ["batched PyTorch (64, pad to longest) + run_qa.py post-processing", str(series["batched"].rate),
-                  str(series["batched"].time), f"{same['batched']} of {len(questions)}"]]), "",
+                  str(series["batched"].time), f"{same['batched']} of {len(questions)}", em_f1("batched")]]), "",
+             f"`tfsent.predict precision=auto` on these questions here: {chosen}.", "",
+             ceiling(config, lengths, series), "",
              "Medians of per-round ratios to the pipeline (target >= 2x): " + ", ".join(
-                 f"{name} **{speedup(series[name], series['pipeline'])}**"
-                 for name in ("tfsent", "tfsent litert fp32", "tfsent litert int8")) +
+                 f"{name} **{speedup(series[name], series['pipeline'])}**" for name in ("tfsent", *ours)) +
              f"; TensorFlow XLA / batched PyTorch: **{speedup(series['tfsent'], series['batched'])}**.", "",
              "The pipeline ranks candidates by start x end probability and sums the scores of equal answers over "
              "windows, and aligns answers to words; run_qa.py (and tfsent) rank by the sum of logits: answers of a "
