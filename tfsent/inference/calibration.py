@@ -194,6 +194,14 @@ def litert_refusal(options: Any, kind: str, strategy=None, *, hint=execution.acc
     return None
 
 
+def requested_backend(options: Any) -> str:
+    """The backend the user asked for: ``options.backend``, or for ``auto`` the ``TFSENT_BACKEND`` environment
+    variable's (``auto`` when unset)."""
+    if options.backend != "auto":
+        return options.backend
+    return os.environ.get("TFSENT_BACKEND", "").strip().lower() or "auto"
+
+
 def resolve_backend(options: Any, kind: str, *, strategy=None, config=None, job_bytes: int | None = None,
                     calibrate: bool = True, cache=None, flags: frozenset[str] | None = None) -> Resolved:
     """Make ``backend`` concrete (and, on LiteRT, ``precision``): LiteRT fp32 where it can score the job, unless
@@ -211,15 +219,13 @@ def resolve_backend(options: Any, kind: str, *, strategy=None, config=None, job_
     Raises:
         ConfigError: ``backend=litert`` where LiteRT cannot score the job.
     """
-    wanted = options.backend
     if options.precision == "int8":  # LiteRT's own files: there is no TensorFlow int8 path to fall back on
-        refusal = "backend=tensorflow" if wanted == "tensorflow" else litert_refusal(options, kind, strategy)
+        refusal = "backend=tensorflow" if options.backend == "tensorflow" else litert_refusal(options, kind, strategy)
         if refusal is not None:
             raise ConfigError(f"precision=int8 runs on LiteRT on a CPU, and here {refusal}; use precision=float32 "
                               "or auto")
         return Resolved(dataclasses.replace(options, backend="litert", jit_compile=None), "explicit")
-    if wanted == "auto":
-        wanted = os.environ.get("TFSENT_BACKEND", "").strip().lower() or "auto"
+    wanted = requested_backend(options)
     refusal = None if wanted == "tensorflow" else litert_refusal(options, kind, strategy)
     if wanted == "litert" and refusal is not None:
         raise ConfigError(f"backend=litert: {refusal}; use backend=tensorflow or auto")

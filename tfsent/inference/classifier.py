@@ -48,8 +48,9 @@ class ClassifierPredictor(Predictor):
         self.load_seconds = {"tokenizer": time.perf_counter() - began}
         if strategy is None:
             facts = classifier_facts(ckpt_path, label_names=options.label_names)
-            self.model = litert_backend(ckpt_path, self.kind, {}, lambda: _load(ckpt_path, facts.label_names),
-                                        self.load_seconds, int8=options.precision == "int8")
+            self.model = litert_backend(ckpt_path, self.kind, self.litert_settings(options),
+                                        lambda: _load(ckpt_path, facts.label_names), self.load_seconds,
+                                        int8=options.precision == "int8")
             self.max_length = loading.sequence_length(facts.max_seq_length, facts.config, max_length)
             self.features = facts.features
             self.label_names = list(facts.label_names)

@@ -31,8 +31,8 @@ import time
 import tfsent
 from tfsent.config import ConfigError
 from tfsent.data.errors import DataError
-from tfsent.inference import inputs, outputs, sharded
-from tfsent.inference.calibration import resolve_backend
+from tfsent.inference import conversion_policy, inputs, outputs, sharded
+from tfsent.inference.calibration import requested_backend, resolve_backend
 from tfsent.inference.merge import merge
 from tfsent.inference.plan import bucket_lengths
 from tfsent.inference.options import PredictOptions, result_settings
@@ -171,7 +171,14 @@ def _predict_locked(ckpt_path: pathlib.Path, input: pathlib.Path, output: pathli
     calibrate = shard.count == 1 and not options.merge
     chosen = resolve_backend(options, kind, strategy=strategy, config=_probe_config(ckpt_path, options),
                              job_bytes=_size(input), calibrate=calibrate)
-    options, predictor = chosen.options, None
+    asked = requested_backend(options)
+    options, predictor, ledger = chosen.options, None, None
+    # auto's own choice of LiteRT waits for a job worth the conversion; a run split over processes never waits (its
+    # shards must run one path).
+    if options.backend == "litert" and asked == "auto" and calibrate and options.precision != "int8":
+        ledger = _deferred_conversion(ckpt_path, kind, options, input)
+        if ledger is not None:
+            options = dataclasses.replace(options, backend="tensorflow", precision="float32")
     if options.backend == "litert" and not options.merge:
         predictor = _load_litert(ckpt_path, options)
         if predictor is None:
@@ -210,11 +217,16 @@ def _predict_locked(ckpt_path: pathlib.Path, input: pathlib.Path, output: pathli
         if lo == hi:
             log.warning("shard %d of %d has no %s to predict: %s", shard.index, shard.count, _units(source.kind),
                         _why_empty(total, shard, kind, source.kind, options.part_size))
+    began = time.perf_counter()
     run = _run_parts(predictor, strategy, source, store, lengths, options, lo, hi)
+    scoring = time.perf_counter() - began
     if (total if shard.count > 1 else run["rows"]) == 0:
         raise DataError(f"{input}: nothing to predict (no rows or chunks)")
     summary = {"parts": run["parts"], "parts_skipped": run["skipped"], "buckets": list(lengths),
                "replicas": replicas, "backend": options.backend, "startup": _startup(predictor, run, start)}
+    if ledger is not None:
+        warm_up = summary["startup"].get("model", 0.0) + summary["startup"].get("first_batch", 0.0)
+        ledger.add(conversion_policy.saving(scoring - summary["startup"].get("first_batch", 0.0), warm_up))
     if shard.count > 1:
         sharded.mark_complete(folder, lo, run["end"], total, run["parts"])
         summary.update(shard=shard.index, shards=shard.count, lo=lo, hi=run["end"], rows=run["rows"],
@@ -260,6 +272,24 @@ def _resolve_tensorflow(strategy, options: PredictOptions, ckpt_path: pathlib.Pa
     if resolved.how != "explicit":
         log.info(resolved.describe())
     return resolved
+
+
+def _deferred_conversion(ckpt_path: pathlib.Path, kind: str, options: PredictOptions, input: pathlib.Path):
+    """The model's ledger when this job runs on TensorFlow rather than converting the model for LiteRT now
+    (:mod:`tfsent.inference.conversion_policy`, logged), or None: converted already, or worth converting."""
+    from tfsent.inference import litert
+    from tfsent.models.loading import read_config
+
+    cache = litert.cache_for(ckpt_path, checkpoint_files(ckpt_path), kind,
+                             predictor_class(kind).litert_settings(options))
+    if cache.decided("padded"):
+        return None
+    ledger = conversion_policy.Ledger(cache.folder)
+    why = conversion_policy.defer(read_config(ckpt_path), _size(input), litert.threads(), ledger)
+    if why is None:
+        return None
+    log.info("%s has no LiteRT model yet: %s", ckpt_path, why)
+    return ledger
 
 
 def _load_litert(ckpt_path: pathlib.Path, options: PredictOptions) -> Predictor | None:

@@ -138,6 +138,11 @@ class Cache:
             return None
         return flat
 
+    def decided(self, signature: str) -> bool:
+        """Whether an earlier run converted the signature, or found that it does not convert."""
+        meta = self.meta()
+        return signature in meta.get("signatures", {}) or signature in meta.get("unsupported", {})
+
     def unsupported(self, signature: str) -> str | None:
         """Why a signature does not convert, when an earlier run found out."""
         return self.meta().get("unsupported", {}).get(signature)
@@ -285,8 +290,12 @@ def open_backend(ckpt_path: pathlib.Path, ckpt_files: list, kind: str, settings:
         num_threads: XNNPACK's threads; default :func:`threads`.
         int8: score with the dynamic int8 files (``precision=int8``).
     """
-    folder = cache_root() / cache_key(ckpt_files, ckpt_path, kind, settings)
-    return LiteRTBackend(Cache(folder), build, num_threads or threads(), int8)
+    return LiteRTBackend(cache_for(ckpt_path, ckpt_files, kind, settings), build, num_threads or threads(), int8)
+
+
+def cache_for(ckpt_path: pathlib.Path, ckpt_files: list, kind: str, settings: Mapping) -> Cache:
+    """A checkpoint's cache folder (:func:`cache_key`), whether or not anything is in it yet."""
+    return Cache(cache_root() / cache_key(ckpt_files, ckpt_path, kind, settings))
 
 
 def predict_bucketed(backend: LiteRTBackend, tokens: TokenRows, *, buckets: Sequence[int], global_batch_size: int,

@@ -106,6 +106,11 @@ class Predictor(abc.ABC):
     max_length: int
 
     @classmethod
+    def litert_settings(cls, options) -> dict:
+        """The run settings a converted LiteRT model depends on (part of its cache key)."""
+        return {}
+
+    @classmethod
     def open_source(cls, ckpt_path: pathlib.Path, input: pathlib.Path, fmt: str, options):
         """The input as a stream of units, checked before any model loads (rows, documents or prepared records;
         a labelled file's labels mapped onto a classifier's).

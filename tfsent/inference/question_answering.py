@@ -145,6 +145,10 @@ class QuestionAnsweringPredictor(Predictor):
     source_kinds = ("questions",)
     groups_rows = True
 
+    @classmethod
+    def litert_settings(cls, options) -> dict:
+        return {"top_k": options.qa.n_best}  # the top-k is converted with the model
+
     def __init__(self, ckpt_path: str | os.PathLike, strategy, *, max_length: int | None,
                  jit_compile: bool | None, steps_per_execution: int, options):
         qa = options.qa
@@ -153,7 +157,7 @@ class QuestionAnsweringPredictor(Predictor):
         self.load_seconds = {"tokenizer": time.perf_counter() - began}
         if strategy is None:  # LiteRT: the model's top-k is converted with it, so it keys the cache
             facts = qa_facts(ckpt_path)
-            self.model = litert_backend(ckpt_path, self.kind, {"top_k": qa.n_best},
+            self.model = litert_backend(ckpt_path, self.kind, self.litert_settings(options),
                                         lambda: _load(ckpt_path, qa.n_best), self.load_seconds,
                                         int8=options.precision == "int8")
             self.max_length, self.doc_stride = windowing(*qa_window(facts), facts.config, max_length, qa.doc_stride)
