@@ -3,8 +3,8 @@ fp32 and dynamic int8, the short script a speed-minded user writes) on the same 
 
 Every command runs in a fresh process; its wall time and its CPU time (the child's user + system, from
 ``resource.getrusage``) are taken around it. tfsent runs warm: an untimed first run with ``backend=litert`` fills
-``$TFSENT_CACHE_DIR`` (the LiteRT conversion, which ``backend: auto`` would leave to a later run while its runs on
-TensorFlow have not yet paid for it), and every timed run reuses it. Each process says where its start-up
+``$TFSENT_CACHE_DIR`` (the LiteRT conversion in the foreground; ``backend: auto`` would leave it to a background
+process after a job too small to repay it), and every timed run reuses it. Each process says where its start-up
 went: tfsent's ``verbose=true`` line (imports, tokenizer, model, convert, first batch) and the script's
 ``ort-timing:`` JSON (imports, tokenizer, session, first batch); both are kept per round and shown as medians.
 The labels of each command are compared with ONNX Runtime fp32's, row by row.

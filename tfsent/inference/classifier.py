@@ -39,6 +39,7 @@ class ClassifierPredictor(Predictor):
     TensorFlow."""
 
     kind = "classifier"
+    packs = True
 
     def __init__(self, ckpt_path: str | os.PathLike, strategy, *, max_length: int | None,
                  jit_compile: bool | None, steps_per_execution: int, options):

@@ -172,12 +172,12 @@ def _predict_locked(ckpt_path: pathlib.Path, input: pathlib.Path, output: pathli
     chosen = resolve_backend(options, kind, strategy=strategy, config=_probe_config(ckpt_path, options),
                              job_bytes=_size(input), calibrate=calibrate)
     asked = requested_backend(options)
-    options, predictor, ledger = chosen.options, None, None
-    # auto's own choice of LiteRT waits for a job worth the conversion; a run split over processes never waits (its
-    # shards must run one path).
+    options, predictor, convert_later = chosen.options, None, None
+    # auto's own choice of LiteRT converts first only for a job worth the conversion; a run split over processes
+    # always does (its shards must run one path).
     if options.backend == "litert" and asked == "auto" and calibrate and options.precision != "int8":
-        ledger = _deferred_conversion(ckpt_path, kind, options, input)
-        if ledger is not None:
+        convert_later = _deferred_conversion(ckpt_path, kind, options, input)
+        if convert_later is not None:
             options = dataclasses.replace(options, backend="tensorflow", precision="float32")
     if options.backend == "litert" and not options.merge:
         predictor = _load_litert(ckpt_path, options)
@@ -217,16 +217,11 @@ def _predict_locked(ckpt_path: pathlib.Path, input: pathlib.Path, output: pathli
         if lo == hi:
             log.warning("shard %d of %d has no %s to predict: %s", shard.index, shard.count, _units(source.kind),
                         _why_empty(total, shard, kind, source.kind, options.part_size))
-    began = time.perf_counter()
     run = _run_parts(predictor, strategy, source, store, lengths, options, lo, hi)
-    scoring = time.perf_counter() - began
     if (total if shard.count > 1 else run["rows"]) == 0:
         raise DataError(f"{input}: nothing to predict (no rows or chunks)")
     summary = {"parts": run["parts"], "parts_skipped": run["skipped"], "buckets": list(lengths),
                "replicas": replicas, "backend": options.backend, "startup": _startup(predictor, run, start)}
-    if ledger is not None:
-        warm_up = summary["startup"].get("model", 0.0) + summary["startup"].get("first_batch", 0.0)
-        ledger.add(conversion_policy.saving(scoring - summary["startup"].get("first_batch", 0.0), warm_up))
     if shard.count > 1:
         sharded.mark_complete(folder, lo, run["end"], total, run["parts"])
         summary.update(shard=shard.index, shards=shard.count, lo=lo, hi=run["end"], rows=run["rows"],
@@ -245,6 +240,8 @@ def _predict_locked(ckpt_path: pathlib.Path, input: pathlib.Path, output: pathli
         for f, _ in stores:
             remove_folder(f)
     summary.update(merged)
+    if convert_later is not None:  # the output is complete: the next job finds the model converted
+        convert_later()
     if kind == "masked_lm":  # what the evaluation summary records of its setting
         summary.update(seed=options.mask_seed, checkpoint=str(ckpt_path))
     return _finish(summary, start, kind, output)
@@ -275,21 +272,22 @@ def _resolve_tensorflow(strategy, options: PredictOptions, ckpt_path: pathlib.Pa
 
 
 def _deferred_conversion(ckpt_path: pathlib.Path, kind: str, options: PredictOptions, input: pathlib.Path):
-    """The model's ledger when this job runs on TensorFlow rather than converting the model for LiteRT now
-    (:mod:`tfsent.inference.conversion_policy`, logged), or None: converted already, or worth converting."""
-    from tfsent.inference import litert
+    """When this job should score on TensorFlow rather than convert the model for LiteRT first
+    (:mod:`tfsent.inference.conversion_policy`, logged): a callable that starts the conversion in the background;
+    else None (converted already, or worth converting now)."""
+    from tfsent.inference import background_conversion, litert
     from tfsent.models.loading import read_config
 
-    cache = litert.cache_for(ckpt_path, checkpoint_files(ckpt_path), kind,
-                             predictor_class(kind).litert_settings(options))
+    settings = predictor_class(kind).litert_settings(options)
+    cache = litert.cache_for(ckpt_path, checkpoint_files(ckpt_path), kind, settings)
     if cache.decided("padded"):
         return None
-    ledger = conversion_policy.Ledger(cache.folder)
-    why = conversion_policy.defer(read_config(ckpt_path), _size(input), litert.threads(), ledger)
+    packs = predictor_class(kind).packs and options.packing is not False
+    why = conversion_policy.defer(read_config(ckpt_path), _size(input), litert.threads(), signatures=2 if packs else 1)
     if why is None:
         return None
     log.info("%s has no LiteRT model yet: %s", ckpt_path, why)
-    return ledger
+    return lambda: background_conversion.start(cache.folder, ckpt_path, kind, settings, packs)
 
 
 def _load_litert(ckpt_path: pathlib.Path, options: PredictOptions) -> Predictor | None:

@@ -99,6 +99,8 @@ class Predictor(abc.ABC):
     #: Whether an output row groups several of the engine's rows (a QA model's question, of its windows): such a
     #: kind builds its rows in :meth:`frame`, not :meth:`columns`.
     groups_rows: bool = False
+    #: Whether its rows may run packed (a LiteRT model then converts a second, packed signature).
+    packs: bool = False
     tokenizer = None
     model = None
     features: tuple[str, ...] = ("input_ids", "attention_mask")
