@@ -111,3 +111,16 @@ def test_backend_litert_converts_first(fresh_cache, tmp_path):
     assert summary["backend"] == "litert" and summary["startup"]["convert"] > 0
     (folder,) = list((fresh_cache / "litert").iterdir())
     assert not (folder / background_conversion.LOG).exists()
+
+
+def test_a_job_about_to_convert_waits_for_a_conversion_under_way(tmp_path):
+    lock = tmp_path / background_conversion.LOCK
+    holder = subprocess.Popen(["sleep", "2"])
+    lock.write_text(json.dumps({"pid": holder.pid, "started": time.time()}))
+    began = time.monotonic()
+    background_conversion.wait(tmp_path, poll_s=0.1)  # returns once the holder is gone (its lock is then stale)
+    assert time.monotonic() - began >= 1.5
+    holder.wait()
+    began = time.monotonic()
+    background_conversion.wait(tmp_path, poll_s=0.1)
+    assert time.monotonic() - began < 1

@@ -36,7 +36,10 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    try:  # a finished child its parent has not reaped yet (a notebook that started it) is a zombie, not alive
+        return pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def _stale(lock: pathlib.Path) -> bool:
@@ -65,6 +68,16 @@ def _take(lock: pathlib.Path) -> bool:
         os.close(fd)
         return True
     return False
+
+
+def wait(folder: pathlib.Path, poll_s: float = 1.0) -> None:
+    """Wait while another process converts the model (a job about to convert it itself reads its files instead)."""
+    lock = pathlib.Path(folder) / LOCK
+    if not lock.exists() or _stale(lock):
+        return
+    log.info("LiteRT: waiting for the conversion already running (%s)", folder / LOG)
+    while lock.exists() and not _stale(lock):
+        time.sleep(poll_s)
 
 
 def start(folder: pathlib.Path, ckpt_path: pathlib.Path, kind: str, settings: dict, packs: bool) -> int | None:

@@ -285,6 +285,7 @@ def _deferred_conversion(ckpt_path: pathlib.Path, kind: str, options: PredictOpt
     packs = predictor_class(kind).packs and options.packing is not False
     why = conversion_policy.defer(read_config(ckpt_path), _size(input), litert.threads(), signatures=2 if packs else 1)
     if why is None:
+        background_conversion.wait(cache.folder)  # a small job's conversion may be under way: read its files
         return None
     log.info("%s has no LiteRT model yet: %s", ckpt_path, why)
     return lambda: background_conversion.start(cache.folder, ckpt_path, kind, settings, packs)
