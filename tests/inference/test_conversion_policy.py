@@ -124,3 +124,17 @@ def test_a_job_about_to_convert_waits_for_a_conversion_under_way(tmp_path):
     began = time.monotonic()
     background_conversion.wait(tmp_path, poll_s=0.1)
     assert time.monotonic() - began < 1
+
+
+def test_the_background_conversion_of_a_qa_model_fills_the_cache_its_next_job_reads(fresh_cache, tmp_path):
+    from helpers.qa import tiny_qa_model
+    from tfsent.inference import litert
+    from tfsent.inference.question_answering import QuestionAnsweringPredictor
+    from tfsent.models.sources import checkpoint_files
+
+    ckpt = tiny_qa_model(tmp_path / "qa")
+    settings = QuestionAnsweringPredictor.litert_settings(PredictOptions())
+    cache = litert.cache_for(ckpt, checkpoint_files(ckpt), "question_answering", settings)
+    assert not cache.decided("padded")
+    background_conversion.convert(ckpt, "question_answering", settings, packs=False)
+    assert cache.decided("padded") and not cache.decided("packed")
