@@ -81,7 +81,7 @@ def _wait_unlocked(folder, timeout=300):
     assert not lock.exists(), (folder / background_conversion.LOG).read_text()[-3000:]
 
 
-def test_a_small_first_job_scores_on_tensorflow_and_the_next_one_on_litert(fresh_cache, tmp_path):
+def test_a_small_first_job_scores_on_tensorflow_and_the_next_one_on_litert(fresh_cache, tmp_path, caplog):
     ckpt = tiny_checkpoint(tmp_path / "model", max_seq_length=32)
     pd.DataFrame({"text": ["profit rose", "costs fell sharply", "the outlook improved"]}).to_csv(
         tmp_path / "in.csv", index=False)
@@ -89,8 +89,12 @@ def test_a_small_first_job_scores_on_tensorflow_and_the_next_one_on_litert(fresh
     def run(name, **options):
         return predict(ckpt, tmp_path / "in.csv", tmp_path / f"{name}.csv", PredictOptions(**OPTS, **options))
 
-    first = run("first")
+    with caplog.at_level("INFO", logger="tfsent.inference.driver"):
+        first = run("first")
     assert first["backend"] == "tensorflow" and "convert" not in first["startup"]
+    # The path that ran is logged, as every chosen path is (the bench and users read this line).
+    ran = [r.getMessage() for r in caplog.records if r.getMessage().startswith("execution: ")]
+    assert len(ran) == 1 and ran[0].endswith(" fp32 (LiteRT's conversion follows this job)"), ran
     (folder,) = list((fresh_cache / "litert").iterdir())
     _wait_unlocked(folder)
     assert "converted" in (folder / background_conversion.LOG).read_text()

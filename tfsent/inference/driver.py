@@ -191,6 +191,8 @@ def _predict_locked(ckpt_path: pathlib.Path, input: pathlib.Path, output: pathli
         if strategy is None:
             strategy = _make_strategy(strategy_name)
         resolved = _resolve_tensorflow(strategy, options, ckpt_path, calibrate)
+        if convert_later is not None:
+            log.info(dataclasses.replace(resolved, how="LiteRT's conversion follows this job").describe())
         options = resolved.options
         replicas = strategy.num_replicas_in_sync
     # The fingerprint holds the path that runs, never "auto": parts of another path are predicted again.
