@@ -15,6 +15,7 @@ same path).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from tfsent.inference.calibration import BYTES_PER_TOKEN, LITERT_OVER_GRAPH_FP32, TENSORFLOW_IMPORT_S
@@ -35,7 +36,7 @@ TYPICAL_LENGTH = 128
 def parameters(config: Any) -> float:
     """The encoder's parameters (embeddings and layers), from its config."""
     shape = EncoderFlops.from_config(config)
-    get = config.get if isinstance(config, dict) else lambda k, d=None: getattr(config, k, d)
+    get = config.get if isinstance(config, Mapping) else lambda k, d=None: getattr(config, k, d)
     h, i = shape.hidden, shape.intermediate
     embeddings = (int(get("vocab_size", 0) or 0) + int(get("max_position_embeddings", 0) or 0)) * h
     return embeddings + shape.layers * (4 * h * h + 2 * h * i)

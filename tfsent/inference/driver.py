@@ -169,14 +169,15 @@ def _predict_locked(ckpt_path: pathlib.Path, input: pathlib.Path, output: pathli
     kind = kind_of(ckpt_path)
     source = predictor_class(kind).open_source(ckpt_path, input, fmt, options)
     calibrate = shard.count == 1 and not options.merge
+    job_bytes = _size(input)  # a documents folder is walked once
     chosen = resolve_backend(options, kind, strategy=strategy, config=_probe_config(ckpt_path, options),
-                             job_bytes=_size(input), calibrate=calibrate)
+                             job_bytes=job_bytes, calibrate=calibrate)
     asked = requested_backend(options)
     options, predictor, convert_later = chosen.options, None, None
     # auto's own choice of LiteRT converts first only for a job worth the conversion; a run split over processes
     # always does (its shards must run one path).
     if options.backend == "litert" and asked == "auto" and calibrate and options.precision != "int8":
-        convert_later = _deferred_conversion(ckpt_path, kind, options, input)
+        convert_later = _deferred_conversion(ckpt_path, kind, options, job_bytes)
         if convert_later is not None:
             options = dataclasses.replace(options, backend="tensorflow", precision="float32")
     if options.backend == "litert" and not options.merge:
@@ -273,19 +274,20 @@ def _resolve_tensorflow(strategy, options: PredictOptions, ckpt_path: pathlib.Pa
     return resolved
 
 
-def _deferred_conversion(ckpt_path: pathlib.Path, kind: str, options: PredictOptions, input: pathlib.Path):
+def _deferred_conversion(ckpt_path: pathlib.Path, kind: str, options: PredictOptions, job_bytes: int):
     """When this job should score on TensorFlow rather than convert the model for LiteRT first
     (:mod:`tfsent.inference.conversion_policy`, logged): a callable that starts the conversion in the background;
     else None (converted already, or worth converting now)."""
     from tfsent.inference import background_conversion, litert
     from tfsent.models.loading import read_config
 
-    settings = predictor_class(kind).litert_settings(options)
+    predictor = predictor_class(kind)
+    settings = predictor.litert_settings(options)
     cache = litert.cache_for(ckpt_path, checkpoint_files(ckpt_path), kind, settings)
     if cache.decided("padded"):
         return None
-    packs = predictor_class(kind).packs and options.packing is not False
-    why = conversion_policy.defer(read_config(ckpt_path), _size(input), litert.threads(), signatures=2 if packs else 1)
+    packs = predictor.packs and options.packing is not False
+    why = conversion_policy.defer(read_config(ckpt_path), job_bytes, litert.threads(), signatures=2 if packs else 1)
     if why is None:
         background_conversion.wait(cache.folder)  # a small job's conversion may be under way: read its files
         return None
