@@ -137,21 +137,25 @@ def auto_cost(ckpt: pathlib.Path, sentences: Sequence[str], rows: int, n_rounds:
         texts = write_texts(tmp / "texts.txt", sentences, rows)
         runs = iter(range(1_000_000))
 
-        def predict(*overrides: str) -> str:
+        def predict(*overrides: str) -> tuple[float, str]:
+            """The process's wall seconds (a conversion it leaves in the background is waited for after the
+            clock stops: it is the next job's saving, not this job's cost) and its log."""
             cache = tmp / f"cache-{next(runs)}"
+            start = time.perf_counter()
             done = _predict(ckpt, texts, tmp / "out.csv", cache, overrides)
+            seconds = time.perf_counter() - start
             settle(cache)
-            return done.stdout + done.stderr
+            return seconds, done.stdout + done.stderr
 
         auto = ("precision=auto", "jit_compile=auto")
-        chosen = _chosen_path(predict(*auto))  # untimed: which path to force
+        chosen = _chosen_path(predict(*auto)[1])  # untimed: which path to force
         precision = "mixed_bfloat16" if chosen.endswith("bf16") else "float32"
         forced = (f"precision={precision}", f"jit_compile={str(chosen.startswith('xla')).lower()}")
         if log:
             log(f"auto cost: auto chose {chosen}; forcing {' '.join(forced)}")
-        modes = [Mode(f"auto, empty cache ({rows} rows)", rows, lambda: predict(*auto) and None,
+        modes = [Mode(f"auto, empty cache ({rows} rows)", rows, lambda: predict(*auto)[0],
                       "python -m tfsent.predict precision=auto jit_compile=auto, fresh TFSENT_CACHE_DIR"),
-                 Mode(f"{chosen} forced ({rows} rows)", rows, lambda: predict(*forced) and None,
+                 Mode(f"{chosen} forced ({rows} rows)", rows, lambda: predict(*forced)[0],
                       f"python -m tfsent.predict {' '.join(forced)}")]
         series = run_rounds(modes, n_rounds, log=log, smoke=smoke)
     return AutoCost(rows, chosen, series[modes[0].name], series[modes[1].name])

@@ -89,18 +89,22 @@ def litert_mode(folder: pathlib.Path, questions: list, precision: str, args, ans
     return run
 
 
-def graph_bf16_mode(folder: pathlib.Path, questions: list, args, answers: dict, strategy):
-    """TensorFlow graph mode under ``mixed_bfloat16``: what ``tfsent.predict precision=auto`` runs when it finds
-    graph bf16 faster than LiteRT fp32 (a CPU with native bf16)."""
+def tensorflow_mode(name: str, folder: pathlib.Path, questions: list, args, answers: dict, strategy, *,
+                    precision: str = "float32", jit_compile: bool | None = None, lengths: list | None = None):
+    """The prediction engine on TensorFlow: XLA fp32 (``jit_compile=None``: XLA per strategy, as
+    ``tfsent.predict`` runs it), or graph mode under ``mixed_bfloat16`` (``jit_compile=False``): what
+    ``tfsent.predict precision=auto`` runs when it finds graph bf16 faster than LiteRT fp32 (a CPU with native
+    bf16). ``lengths`` (when given) receives each window's tokens."""
     from tfsent.inference.engine import predict_bucketed
     from tfsent.inference.predictor import compiled
     from tfsent.models import load_tokenizer
     from tfsent.models.question_answering import load_question_answering
     from tfsent.runtime.precision import set_policy
 
-    set_policy("mixed_bfloat16", strategy, jit_compile=False)
+    set_policy(precision, strategy, jit_compile=jit_compile is not False)
     try:
-        model = compiled(strategy, lambda: load_question_answering(folder), jit_compile=False, steps_per_execution=1)
+        model = compiled(strategy, lambda: load_question_answering(folder), jit_compile=jit_compile,
+                         steps_per_execution=1)
     finally:
         set_policy("float32", strategy)  # the policy is global: the other modes build float32 models
     tokenizer = load_tokenizer(folder)
@@ -110,7 +114,9 @@ def graph_bf16_mode(folder: pathlib.Path, questions: list, args, answers: dict, 
                                 pad_values={"input_ids": tokenizer.pad_token_id})
 
     def run() -> None:
-        answers["tfsent graph bf16"] = answer(questions, tokenizer, model.features, args, predict)[0]
+        answers[name], windows = answer(questions, tokenizer, model.features, args, predict)
+        if lengths is not None:
+            lengths[:] = windows
 
     return run
 
@@ -122,8 +128,8 @@ def auto_choice(folder: pathlib.Path, questions: list, args, strategy, cache: pa
     from tfsent.models.loading import read_config
 
     options = dataclasses.replace(PredictOptions(max_length=args.max_length), precision="auto", backend="auto")
-    # precision=auto sizes the job by its input file: the questions and contexts as a JSONL file would hold them.
-    job_bytes = sum(len(q.question.encode()) + len(q.context.encode()) + 40 for q in questions)
+    # As tfsent.predict sizes a QA job (QuestionAnsweringPredictor.job_bytes): each question with its context.
+    job_bytes = sum(len(q.question.encode()) + len(q.context.encode()) for q in questions)
     return resolve_backend(options, "question_answering", strategy=strategy, config=read_config(folder),
                            job_bytes=job_bytes, cache=cache / "execution.json").describe()
 
@@ -187,11 +193,7 @@ def main(argv=None) -> int:
     from bench import machine
     from bench.run import ensure_torch_venv
     from bench.torch_client import TorchWorker
-    from tfsent.inference.engine import predict_bucketed
-    from tfsent.inference.predictor import compiled
-    from tfsent.models import load_tokenizer
     from tfsent.models.loading import read_config
-    from tfsent.models.question_answering import load_question_answering
     from tfsent.runtime.strategy import make_strategy
 
     tf.get_logger().setLevel("ERROR")
@@ -202,26 +204,18 @@ def main(argv=None) -> int:
         folder = args.model or minilm_qa(pathlib.Path(tmp) / "qa")
         config = read_config(folder)
         strategy = make_strategy("cpu")
-        model = compiled(strategy, lambda: load_question_answering(folder), jit_compile=None, steps_per_execution=1)
-        tokenizer = load_tokenizer(folder)
         answers: dict[str, list[str]] = {}
         lengths: list[int] = []
-
-        def predict(tokens, buckets):
-            return predict_bucketed(model, strategy, tokens, buckets=buckets, global_batch_size=args.batch,
-                                    pad_values={"input_ids": tokenizer.pad_token_id})
-
-        def tfsent_mode() -> None:
-            answers["tfsent"], lengths[:] = answer(questions, tokenizer, model.features, args, predict)
-
+        tfsent_mode = tensorflow_mode("tfsent", folder, questions, args, answers, strategy, lengths=lengths)
         tfsent_mode()  # warm-up: tracing and XLA compilation of every bucket the questions use
         litert_modes = [Mode(f"tfsent litert {short}", len(questions), litert_mode(folder, questions, precision, args,
                                                                                   answers, pathlib.Path(tmp)))
                         for precision, short in (("float32", "fp32"), ("int8", "int8"))]
         for mode in litert_modes:
             mode.run()  # warm-up: the conversion (and quantization) into the run's own cache
-        bf16_mode = Mode("tfsent graph bf16", len(questions), graph_bf16_mode(folder, questions, args, answers,
-                                                                             strategy))
+        bf16_mode = Mode("tfsent graph bf16", len(questions), tensorflow_mode(
+            "tfsent graph bf16", folder, questions, args, answers, strategy, precision="mixed_bfloat16",
+            jit_compile=False))
         bf16_mode.run()  # warm-up: tracing every bucket the questions use
         chosen = auto_choice(folder, questions, args, strategy, pathlib.Path(tmp))
         payload = [{"question": q.question, "context": q.context} for q in questions]

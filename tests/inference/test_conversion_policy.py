@@ -47,6 +47,34 @@ def test_a_small_job_defers_and_a_job_worth_the_conversion_converts_first():
     assert policy.defer(MINILM, big // 2, 2, signatures=2) is not None
 
 
+def test_a_qa_job_is_sized_by_the_text_its_questions_read_not_by_its_file(tmp_path):
+    from tfsent.inference.options import QAOptions
+    from tfsent.inference.qa_inputs import open_questions
+    from tfsent.inference.question_answering import QuestionAnsweringPredictor
+
+    context = "Revenue grew by twelve percent in the third quarter, the company said. " * 20
+    questions = [f"What grew in quarter {k}?" for k in range(30)]
+    squad = {"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": context, "qas": [
+        {"id": f"q{k}", "question": q, "answers": [{"text": "Revenue", "answer_start": 0}]}
+        for k, q in enumerate(questions)]}]}]}
+    path = tmp_path / "dev.json"
+    path.write_text(json.dumps(squad))
+    source = open_questions(path, "auto", QAOptions(), id_column=None, encoding=None)
+    sized = QuestionAnsweringPredictor.job_bytes(source, path)
+    # Each of the 30 questions reads the whole paragraph: the job is 30 contexts, not the file's one.
+    assert sized == sum(len(q) + len(context) for q in questions)
+    assert sized > 20 * path.stat().st_size
+
+    folder = tmp_path / "calls"
+    folder.mkdir()
+    for name, text in (("a", "Guidance was raised. " * 40), ("b", "Margins fell.")):
+        (folder / f"{name}.txt").write_text(text)
+    asked = ("What guidance was given?", "Why did margins fall?", "Who is the CEO?")
+    source = open_questions(folder, "documents", QAOptions(questions=asked), id_column=None, encoding=None)
+    assert QuestionAnsweringPredictor.job_bytes(source, folder) == sum(
+        len(asked) * (folder / f"{n}.txt").stat().st_size + sum(map(len, asked)) for n in "ab")
+
+
 def _exited() -> int:
     child = subprocess.Popen(["true"])
     child.wait()

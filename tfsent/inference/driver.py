@@ -167,9 +167,10 @@ def _predict_locked(ckpt_path: pathlib.Path, input: pathlib.Path, output: pathli
     # Before the strategy starts TensorFlow's thread pools: what a part frees goes back to the system.
     steady_heap()
     kind = kind_of(ckpt_path)
-    source = predictor_class(kind).open_source(ckpt_path, input, fmt, options)
+    kind_class = predictor_class(kind)
+    source = kind_class.open_source(ckpt_path, input, fmt, options)
     calibrate = shard.count == 1 and not options.merge
-    job_bytes = _size(input)  # a documents folder is walked once
+    job_bytes = kind_class.job_bytes(source, input)  # once: the execution and conversion policies both read it
     chosen = resolve_backend(options, kind, strategy=strategy, config=_probe_config(ckpt_path, options),
                              job_bytes=job_bytes, calibrate=calibrate)
     asked = requested_backend(options)
@@ -248,13 +249,6 @@ def _predict_locked(ckpt_path: pathlib.Path, input: pathlib.Path, output: pathli
     if kind == "masked_lm":  # what the evaluation summary records of its setting
         summary.update(seed=options.mask_seed, checkpoint=str(ckpt_path))
     return _finish(summary, start, kind, output)
-
-
-def _size(input: pathlib.Path) -> int:
-    """The input's bytes (a folder's files'), which estimate a job's size for ``precision: auto``."""
-    if input.is_dir():
-        return sum(p.stat().st_size for p in input.rglob("*") if p.is_file())
-    return input.stat().st_size
 
 
 def _make_strategy(name: str):

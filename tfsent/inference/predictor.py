@@ -139,6 +139,14 @@ class Predictor(abc.ABC):
                                   label_column=options.label_column, labels=labels)
 
     @classmethod
+    def job_bytes(cls, source, input: pathlib.Path) -> int:
+        """The bytes of text the job scores, which size it for the execution and conversion policies: the input's
+        bytes (a folder's files')."""
+        if input.is_dir():
+            return sum(p.stat().st_size for p in input.rglob("*") if p.is_file())
+        return input.stat().st_size
+
+    @classmethod
     def refuse_options(cls, options, keys: Sequence[str]) -> None:
         """Refuse settings a kind cannot take (a classifier's ``label_column`` for a QA model, ``qa.*`` for a
         classifier and the like): any of ``keys`` (and, but for a classifier, its labels) changed from its default.

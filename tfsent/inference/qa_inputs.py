@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import pathlib
 from collections.abc import Iterator, Sequence
 
@@ -56,6 +57,10 @@ class QuestionSource:
 
     def count(self) -> int:
         return sum(1 for _ in self.units())
+
+    def text_bytes(self) -> int:
+        """The UTF-8 bytes of every question with its context, which size the job (one pass over the file)."""
+        return sum(_utf8_bytes(u.question) + _utf8_bytes(u.context) for u in self.units())
 
     def columns(self, units: Sequence[QAExample]) -> dict[str, list]:
         """The output columns that identify each question (and its gold answers when the file has them)."""
@@ -124,6 +129,11 @@ class DocumentQuestionSource:
     def count(self) -> int:
         return len(self.files) * len(self.questions)
 
+    def text_bytes(self) -> int:
+        """Every document's bytes once per question, with the questions' own, which size the job."""
+        asked = sum(_utf8_bytes(q) for q in self.questions)
+        return sum(len(self.questions) * os.stat(f).st_size + asked for f in self.files)
+
     def columns(self, units: Sequence[QAExample]) -> dict[str, list]:
         names = {_file(f).stem: _file(f).name for f in self.files}
         return {"doc_id": [u.title for u in units], "document": [names[u.title] for u in units],
@@ -136,6 +146,10 @@ class DocumentQuestionSource:
             h.update(u.id.encode() + b"\0" + u.question.encode() + b"\0"
                      + u.context.encode("utf-8", "surrogatepass") + b"\0")
         return h.hexdigest()
+
+
+def _utf8_bytes(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def read_questions(questions: Sequence[str] | str | None) -> tuple[str, ...]:

@@ -189,6 +189,12 @@ class QuestionAnsweringPredictor(Predictor):
         return open_questions(input, fmt, options.qa, id_column=options.id_column, encoding=options.encoding,
                               documents=documents)
 
+    @classmethod
+    def job_bytes(cls, source, input: pathlib.Path) -> int:
+        """The bytes of question and context text the job scores: every question re-reads its context (a SQuAD
+        file's paragraph, a folder's document), so the file's bytes would undercount it several times over."""
+        return source.text_bytes()
+
     def windows(self, examples) -> QAWindows:
         """The windows of a part's questions, at this model's window length and stride."""
         return build_windows(examples, self.tokenizer, self.max_length, self.doc_stride, features=self.features)
