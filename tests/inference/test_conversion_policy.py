@@ -63,7 +63,7 @@ def test_a_qa_job_is_sized_by_the_text_its_questions_read_not_by_its_file(tmp_pa
     sized = QuestionAnsweringPredictor.job_bytes(source, path)
     # Each of the 30 questions reads the whole paragraph: the job is 30 contexts, not the file's one.
     assert sized == sum(len(q) + len(context) for q in questions)
-    assert sized > 20 * path.stat().st_size
+    assert sized > 5 * path.stat().st_size  # 9x here: the file holds the paragraph once
 
     folder = tmp_path / "calls"
     folder.mkdir()
