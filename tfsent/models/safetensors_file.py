@@ -17,7 +17,6 @@ import json
 import math
 import pathlib
 
-import ml_dtypes
 import numpy as np
 
 from tfsent.models import stored
@@ -25,12 +24,12 @@ from tfsent.models.loading import CheckpointError
 
 # The safetensors library's own limit on the header.
 MAX_HEADER_BYTES = 100_000_000
-DTYPES = {
+DTYPES = stored.DtypeTable({
     "F64": np.dtype(np.float64), "F32": np.dtype(np.float32), "F16": np.dtype(np.float16),
-    "BF16": np.dtype(ml_dtypes.bfloat16), "I64": np.dtype(np.int64), "I32": np.dtype(np.int32),
+    "BF16": "bfloat16", "I64": np.dtype(np.int64), "I32": np.dtype(np.int32),
     "I16": np.dtype(np.int16), "I8": np.dtype(np.int8), "U64": np.dtype(np.uint64), "U32": np.dtype(np.uint32),
     "U16": np.dtype(np.uint16), "U8": np.dtype(np.uint8), "BOOL": np.dtype(np.bool_),
-}
+})
 
 
 class SafetensorsError(CheckpointError):

@@ -36,7 +36,6 @@ import struct
 import zipfile
 from collections.abc import Mapping
 
-import ml_dtypes
 import numpy as np
 
 from tfsent.models import stored
@@ -50,12 +49,12 @@ ZIP_MAGIC = b"PK\x03\x04"
 # build objects much larger than itself, so a bigger one is refused before it is unpickled.
 MAX_PICKLE_BYTES = 64 << 20
 
-STORAGE_DTYPES = {
+STORAGE_DTYPES = stored.DtypeTable({
     "FloatStorage": np.dtype(np.float32), "DoubleStorage": np.dtype(np.float64),
-    "HalfStorage": np.dtype(np.float16), "BFloat16Storage": np.dtype(ml_dtypes.bfloat16),
+    "HalfStorage": np.dtype(np.float16), "BFloat16Storage": "bfloat16",
     "LongStorage": np.dtype(np.int64), "IntStorage": np.dtype(np.int32), "ShortStorage": np.dtype(np.int16),
     "CharStorage": np.dtype(np.int8), "ByteStorage": np.dtype(np.uint8), "BoolStorage": np.dtype(np.bool_),
-}
+})
 
 
 class TorchFileError(CheckpointError):
@@ -66,7 +65,11 @@ class _StorageType:
     """Stand-in for ``torch.FloatStorage`` and its siblings: only its element type matters."""
 
     def __init__(self, name: str):
-        self.name, self.dtype = name, STORAGE_DTYPES[name]
+        self.name = name
+
+    @property
+    def dtype(self) -> np.dtype:
+        return STORAGE_DTYPES[self.name]
 
 
 class _Storage:
