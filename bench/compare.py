@@ -99,7 +99,7 @@ def compare_model(label: str, ckpt: pathlib.Path, strategy, sentences: Sequence[
         # precision=auto weighs TensorFlow's import against the job: the main job's text, as a file would hold it.
         job_bytes = len("\n".join(inference.repeat_to(sentences, main_size)).encode())
         resolved = resolve_backend(auto, "classifier", strategy=strategy, config=read_config(ckpt),
-                                   job_bytes=job_bytes, cache=pathlib.Path(tmp) / "execution.json")
+                                   job_bytes=lambda: job_bytes, cache=pathlib.Path(tmp) / "execution.json")
         if resolved.options.backend == "tensorflow":
             resolved = resolve_execution(strategy, resolved.options, config=read_config(ckpt),
                                          cache=pathlib.Path(tmp) / "execution.json")

@@ -131,7 +131,7 @@ def auto_choice(folder: pathlib.Path, questions: list, args, strategy, cache: pa
     # As tfsent.predict sizes a QA job (QuestionAnsweringPredictor.job_bytes): each question with its context.
     job_bytes = sum(len(q.question.encode()) + len(q.context.encode()) for q in questions)
     return resolve_backend(options, "question_answering", strategy=strategy, config=read_config(folder),
-                           job_bytes=job_bytes, cache=cache / "execution.json").describe()
+                           job_bytes=lambda: job_bytes, cache=cache / "execution.json").describe()
 
 
 def ceiling(config, lengths: list[int], series) -> str:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+from collections.abc import Callable
 from typing import Any
 
 from tfsent.config import ConfigError
@@ -202,15 +203,17 @@ def requested_backend(options: Any) -> str:
     return os.environ.get("TFSENT_BACKEND", "").strip().lower() or "auto"
 
 
-def resolve_backend(options: Any, kind: str, *, strategy=None, config=None, job_bytes: int | None = None,
-                    calibrate: bool = True, cache=None, flags: frozenset[str] | None = None) -> Resolved:
+def resolve_backend(options: Any, kind: str, *, strategy=None, config=None,
+                    job_bytes: Callable[[], int] | None = None, calibrate: bool = True, cache=None,
+                    flags: frozenset[str] | None = None) -> Resolved:
     """Make ``backend`` concrete (and, on LiteRT, ``precision``): LiteRT fp32 where it can score the job, unless
     ``precision: auto`` on a CPU with native bf16 finds graph bf16 faster for this job's size.
 
     ``backend: auto`` reads ``TFSENT_BACKEND`` (``tensorflow`` or ``litert``) from the environment first. On a native
     bf16 CPU the probe times one layer in graph fp32 and graph bf16 (cached like every probe); LiteRT's time is
     graph fp32's divided by :data:`LITERT_OVER_GRAPH_FP32`, and graph bf16 pays :data:`TENSORFLOW_IMPORT_S` on top,
-    both for the job's tokens (``job_bytes`` / :data:`BYTES_PER_TOKEN`).
+    both for the job's tokens (``job_bytes()`` / :data:`BYTES_PER_TOKEN`; called only here, since sizing a QA file
+    reads it whole).
 
     Returns:
         The options with ``backend`` ``litert`` (``precision`` float32) or ``tensorflow`` (``precision`` and
@@ -242,7 +245,7 @@ def resolve_backend(options: Any, kind: str, *, strategy=None, config=None, job_
     length = probe.probe_length(config, options.max_length)
     key = probe.shape_key(config, flags, tensorflow_version(), length, paths, 1)
     _, record = execution.resolve(paths, key, lambda: probe.probe(config, paths, length=length), cache)
-    choice, seconds = litert_or_bf16(record["timings"], config, job_bytes, length)
+    choice, seconds = litert_or_bf16(record["timings"], config, job_bytes() if job_bytes else None, length)
     record = dict(record, job_estimate_s=seconds, choice=choice)
     how = "cache" if record.get("cached") else "calibration"
     if choice == execution.LITERT_FP32.name:

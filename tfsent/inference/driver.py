@@ -21,12 +21,14 @@ their content is unchanged and predicts the rest.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
 import os
 import pathlib
 import time
+from collections.abc import Callable
 
 import tfsent
 from tfsent.config import ConfigError
@@ -170,7 +172,8 @@ def _predict_locked(ckpt_path: pathlib.Path, input: pathlib.Path, output: pathli
     kind_class = predictor_class(kind)
     source = kind_class.open_source(ckpt_path, input, fmt, options)
     calibrate = shard.count == 1 and not options.merge
-    job_bytes = kind_class.job_bytes(source, input)  # once: the execution and conversion policies both read it
+    # Sized once, and only if a policy asks (a warm run asks nothing): a QA file is read whole to size it.
+    job_bytes = functools.cache(lambda: kind_class.job_bytes(source, input))
     chosen = resolve_backend(options, kind, strategy=strategy, config=_probe_config(ckpt_path, options),
                              job_bytes=job_bytes, calibrate=calibrate)
     asked = requested_backend(options)
@@ -268,7 +271,7 @@ def _resolve_tensorflow(strategy, options: PredictOptions, ckpt_path: pathlib.Pa
     return resolved
 
 
-def _deferred_conversion(ckpt_path: pathlib.Path, kind: str, options: PredictOptions, job_bytes: int):
+def _deferred_conversion(ckpt_path: pathlib.Path, kind: str, options: PredictOptions, job_bytes: Callable[[], int]):
     """When this job should score on TensorFlow rather than convert the model for LiteRT first
     (:mod:`tfsent.inference.conversion_policy`, logged): a callable that starts the conversion in the background;
     else None (converted already, or worth converting now)."""
@@ -281,7 +284,7 @@ def _deferred_conversion(ckpt_path: pathlib.Path, kind: str, options: PredictOpt
     if cache.decided("padded"):
         return None
     packs = predictor.packs and options.packing is not False
-    why = conversion_policy.defer(read_config(ckpt_path), job_bytes, litert.threads(), signatures=2 if packs else 1)
+    why = conversion_policy.defer(read_config(ckpt_path), job_bytes(), litert.threads(), signatures=2 if packs else 1)
     if why is None:
         background_conversion.wait(cache.folder)  # a small job's conversion may be under way: read its files
         return None
