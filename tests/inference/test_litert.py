@@ -78,7 +78,7 @@ def test_litert_rows_equal_tensorflow_s(scored):
 def test_the_cache_holds_each_signature_with_its_hash(scored, cache):
     (folder,) = list((cache / "litert").iterdir())
     meta = json.loads((folder / "meta.json").read_text())
-    assert meta["format"] == "tfsent.litert/1" and meta["unsupported"] == {}
+    assert meta["format"] == "tfsent.litert/2" and meta["unsupported"] == {}
     assert sorted(meta["signatures"]) == ["packed", "padded"]
     assert meta["facts"] == {"features": ["input_ids", "attention_mask", "token_type_ids"], "first_position": 0,
                              "packing_gap": 0}

@@ -104,3 +104,22 @@ def test_pytorch_written_fixtures_packed_equal_pytorch_transformers(name, tmp_pa
     probs = pd.read_csv(tmp_path / "out.csv")[[f"prob_{n}" for n in expected["labels"]]].to_numpy()
     np.testing.assert_allclose(probs, expected["probs"], atol=1e-5)
     print(f"{name}: max |packed - PyTorch| = {np.abs(probs - np.asarray(expected['probs'])).max():.2e}")
+
+
+LEAN = {"bert", "roberta", "xlm-roberta", "camembert", "electra", "distilbert"}
+
+
+@pytest.mark.parametrize("model_type", sorted(TINY))
+def test_the_lean_last_layer_gives_the_same_logits_padded_and_packed(model_type):
+    # LiteRT's CPU path runs the last layer at the head tokens only (converted_step); where an architecture cannot,
+    # lean=True is transformers' forward pass. Rows of every length, padding in the batch, token types.
+    model = _classifier(model_type)
+    assert model_packing.head_tokens_only(model) == (model_type in LEAN)
+    tokens = _rows()
+    features = {k: v for k, v in tokens.values.items() if k in model.features}
+    tokens = TokenRows(features, tokens.offsets, tokens.truncated)
+    alone = {k: tf.constant(v) for k, v in pad_rows(tokens, np.arange(len(LENGTHS)), 512, 1, {"input_ids": 0}).items()}
+    np.testing.assert_allclose(model(alone, lean=True).numpy(), model(alone).numpy(), atol=1e-5)
+    packed = dataclasses.replace(model.packing(auto=False), capacity=64).pack(tokens, BUCKETS, {"input_ids": 0})
+    batch = {k: tf.constant(v) for k, v in packed.batch(np.arange(len(packed)), 512, 1).items()}
+    np.testing.assert_allclose(model(batch, lean=True).numpy(), model(batch).numpy(), atol=1e-5)

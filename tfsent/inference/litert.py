@@ -38,7 +38,8 @@ from tfsent.runtime import atomic, execution
 
 log = logging.getLogger(__name__)
 
-FORMAT = "tfsent.litert/1"
+# /2: a classifier's last layer computed at its head tokens only (converted_step); /1 files are converted again.
+FORMAT = "tfsent.litert/2"
 META = "meta.json"
 # A signature's dynamic int8 file sits beside its float32 one: <signature>-int8-<ai-edge-quantizer version>.tflite.
 INT8_SUFFIX = "-int8"

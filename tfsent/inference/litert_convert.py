@@ -1,7 +1,8 @@
 """A loaded TensorFlow model written as a LiteRT (``.tflite``) model by TensorFlow's own converter.
 
-What is converted is the model's reduced ``predict_step`` (a classifier's ``label_id`` and ``probs``, a QA model's
-top-k starts and ends and null logit), with a dynamic batch and length, so one file runs every bucket shape
+What is converted is the model's reduced ``predict_step`` (a classifier's ``label_id`` and ``probs``, its last layer
+computed at the head's tokens only; a QA model's top-k starts and ends and null logit: ``converted_step``), with a
+dynamic batch and length, so one file runs every bucket shape
 (:mod:`tfsent.inference.litert` resizes it per shape). Only LiteRT's builtin operators are allowed: a model that
 needs TensorFlow's own kernels at run time (``SELECT_TF_OPS``) would need TensorFlow in the scoring process, so it
 is refused here (:class:`Unsupported`) and scored on TensorFlow's path instead.
@@ -53,7 +54,7 @@ def _forward(model, names: tuple[str, ...]):
         # example_id is the host's business (fillers, order): the converted model neither needs nor returns it.
         ids = features.get(FIRST_TOKEN, features["input_ids"][:, :1])
         features["example_id"] = tf.zeros_like(ids if FIRST_TOKEN in features else ids[:, 0])
-        out = model.predict_step(features)
+        out = model.converted_step(features)
         return {key: value for key, value in out.items() if key != "example_id"}
 
     return forward

@@ -30,7 +30,7 @@ from tfsent.models import architectures, kinds, task_model
 from tfsent.models import labels as labels_lib
 from tfsent.models.facts import CheckpointFacts  # noqa: F401
 from tfsent.models.facts import classifier_facts as describe  # noqa: F401  (read without TensorFlow)
-from tfsent.models.packing import is_packed, packed_logits
+from tfsent.models.packing import head_tokens_only, is_packed, packed_logits, padded_logits
 from tfsent.models.task_model import TaskModel
 
 KIND = kinds.get("classifier")
@@ -96,27 +96,31 @@ class SequenceClassifier(TaskModel):
         return model_packing(auto=auto, first_position=self.first_position(), gap=self.architecture.packing_gap(config),
                              flops=EncoderFlops.from_config(config, num_labels=len(self.label_names)))
 
-    def call(self, features: Mapping[str, tf.Tensor], training: bool = False) -> tf.Tensor:
+    def call(self, features: Mapping[str, tf.Tensor], training: bool = False, lean: bool = False) -> tf.Tensor:
         """Return float32 logits ``[batch, num_labels]`` for a batch of int32 features.
 
         Uses the architecture's features (``input_ids``, ``attention_mask``, and ``token_type_ids`` where the
         model reads segment ids and the batch has them); other keys such as ``label`` or ``example_id`` are ignored.
         A packed batch (``segment_ids`` instead of an attention mask, :mod:`tfsent.models.packing`) gives one row of
-        logits per head slot, ``[batch * slots, num_labels]``.
+        logits per head slot, ``[batch * slots, num_labels]``. ``lean`` (prediction): the last layer runs at the
+        tokens the head reads only, where the architecture can (the same logits, fewer FLOPs).
         """
+        lean = lean and not training and head_tokens_only(self)
         if is_packed(features):
-            return packed_logits(self, features, training=training)
+            return packed_logits(self, features, training=training, lean=lean)
+        if lean:
+            return padded_logits(self, features)
         logits = self.hf_model(self.model_inputs(features), training=training).logits
         return tf.cast(logits, tf.float32)
 
-    def predict_step(self, data) -> dict[str, tf.Tensor]:
+    def predict_step(self, data, lean: bool = False) -> dict[str, tf.Tensor]:
         """Reduced predictions: ``example_id`` int32 [B], ``label_id`` int32 [B] (model order), ``probs`` float32
         [B, C]. Hidden states never leave the device. A packed batch's ``[B, K]`` head slots give ``B * K`` of each,
-        one per slot (empty slots have ``example_id == -1``)."""
+        one per slot (empty slots have ``example_id == -1``). ``lean``: as :meth:`call`'s."""
         x, _, _ = tf_keras.utils.unpack_x_y_sample_weight(data)
         if "example_id" not in x:
             raise KeyError(f"predict needs an 'example_id' feature to put outputs back in order; got {sorted(x)}")
-        logits = self.traced(lambda f: self(f, training=False))(x)
+        logits = self.traced(lambda f: self(f, training=False, lean=lean))(x)
         # A logit of -inf leaves finite probabilities (a 0): a row with any non-finite logit gets NaN probabilities,
         # which the predictor refuses where outputs become columns (tfsent.inference.predictor.check_finite).
         finite = tf.reduce_all(tf.math.is_finite(logits), axis=-1, keepdims=True)
@@ -126,6 +130,11 @@ class SequenceClassifier(TaskModel):
             "label_id": tf.argmax(probs, axis=-1, output_type=tf.int32),
             "probs": probs,
         }
+
+    def converted_step(self, features: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        """The lean ``predict_step`` (the last layer at token 0 only): LiteRT's CPU path converts it; the paths
+        accelerators compile keep transformers' forward pass."""
+        return self.predict_step(features, lean=True)
 
     def serving_outputs(self, features: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         """What an exported classifier returns: ``label_id`` int32 ``[batch]``, ``probs`` float32 ``[batch, C]``."""

@@ -93,6 +93,11 @@ class TaskModel(PretrainedModel):
             raise KeyError(f"model features lack {missing}; got keys {sorted(features)}")
         return {k: features[k] for k in self.features if k in features}
 
+    def converted_step(self, features: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        """What LiteRT's converter traces for the CPU (:mod:`tfsent.inference.litert_convert`): ``predict_step``,
+        which a kind may compute with less work there when the numbers stay the same."""
+        return self.predict_step(features)
+
     def traced(self, fn: Callable) -> Callable:
         """``fn`` for a ``predict_step``: traced as plain Python where the architecture allows it (converting
         transformers' code with autograph cost 1-3 s of every fresh process)."""
