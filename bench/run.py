@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import pathlib
 import subprocess
 import sys
@@ -186,6 +187,9 @@ def main(argv=None) -> int:
         finally:
             if worker is not None:
                 worker.close()
+        gemm = int8_gemm_ceilings(ckpts, args.rounds, quick=args.quick)
+        if gemm:
+            timed("int8 GEMM ceiling")
         if not args.skip_cold:
             # The second run of "auto + XLA cache" finds both caches: the calibration's choice and the executables.
             variants = {"default config": ((), False),
@@ -233,7 +237,7 @@ def main(argv=None) -> int:
 
     text = render(args, command, desc, torch_info, matmul, results, cold_results, scaling, train_ms,
                   section_seconds, time.perf_counter() - t0, auto_cost=auto_cost, labels=labels,
-                  whole_result=whole_result)
+                  whole_result=whole_result, gemm=gemm)
     out = pathlib.Path(args.out)
     text = carry_over(out.read_text() if out.is_file() else "", text)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -243,11 +247,28 @@ def main(argv=None) -> int:
     return 0
 
 
+def int8_gemm_ceilings(ckpts: dict[str, pathlib.Path], rounds: int, *, quick: bool = False) -> dict:
+    """Per model, XNNPACK's int8 and fp32 GEMM rates at its feed-forward shape (:mod:`bench.gemm`); empty without
+    LiteRT."""
+    from bench import gemm
+    from tfsent.inference import litert
+
+    if not litert.available():
+        return {}
+    out = {}
+    for label, ckpt in ckpts.items():
+        config = json.loads((pathlib.Path(ckpt) / "config.json").read_text())
+        out[label] = gemm.gemm_rates(64 * 32, config["hidden_size"], config["intermediate_size"], rounds=rounds,
+                                     calls=2 if quick else 20)
+        log(f"{label} int8 / fp32 GEMM: {out[label].ratio:.2f}x")
+    return out
+
+
 def _find(ms, prefix):
     return next((m for m in ms if m.name.startswith(prefix)), None)
 
 
-def _ceilings(fp32, torch_fp32, minilm, bert, results=()) -> list[str]:
+def _ceilings(fp32, torch_fp32, minilm, bert, results=(), gemm=None) -> list[str]:
     """Why a speed-up over the pipeline is bounded: the best ratio any implementation could reach if it ran only
     the useful FLOPs at 100% of the matmul rate, against what the pipeline achieves; then the tighter bound of the
     rate this CPU runs each model's own shapes at (``compare.padding_ceiling``)."""
@@ -272,6 +293,9 @@ def _ceilings(fp32, torch_fp32, minilm, bert, results=()) -> list[str]:
     rate = [line for r in results for line in compare.rate_ceiling(r)]
     if rate:
         lines += ["Ceiling on the useful FLOP rate:", ""] + rate + [""]
+    if gemm:
+        lines += ["Ceiling on `precision=int8`'s gain over the fp32 path (`bench/gemm.py`):", ""]
+        lines += [rates.line(label) for label, rates in gemm.items()] + [""]
     return lines
 
 
@@ -332,7 +356,7 @@ def carry_over(previous: str, text: str) -> str:
 
 
 def render(args, command, desc, torch_info, matmul, results, cold_results, scaling, train_ms, section_seconds,
-           total_seconds, *, auto_cost=None, labels=None, whole_result=None) -> str:
+           total_seconds, *, auto_cost=None, labels=None, whole_result=None, gemm=None) -> str:
     """The RESULTS.md text: machine, command, targets, then one section per part of the bench."""
     from bench import agreement, compare
     from tfsent.runtime import execution
@@ -379,7 +403,7 @@ def render(args, command, desc, torch_info, matmul, results, cold_results, scali
               + ", ".join(f"{k} {v:.0f} s" for k, v in section_seconds.items()) + ").", "",
               "## Targets (issues 6, 18, 26 and 36)", "", table.targets_table(targets), "",
               *_ceilings(matmul["fp32"], torch_fp32, pipes.get("MiniLM-L6", []), pipes.get("BERT-base", []),
-                         results),
+                         results, gemm),
               "## 1. Inference, interleaved rounds", "",
               "Timed: texts in, label ids out, tokenization included; loading and warm-up (tracing, XLA compilation "
               "of the job's shapes, torch's first call) before the first round. Batch 64 everywhere but the "

@@ -95,10 +95,10 @@ def test_every_row_in_order_on_8_replicas_matches_one_cpu(ckpt, loaded, monkeypa
     for name, (strategy, model) in loaded.items():
         original = model.call
 
-        def counting_call(features, training=False, _orig=original, _log=traces[name]):
+        def counting_call(features, training=False, lean=False, _orig=original, _log=traces[name]):
             if not tf_keras.backend.is_keras_tensor(features["input_ids"]) and not _executing_eagerly():
                 _log.append(tuple(features["input_ids"].shape))
-            return _orig(features, training=training)
+            return _orig(features, training=training, lean=lean)
 
         monkeypatch.setattr(model, "call", counting_call)
     results = {}

@@ -37,7 +37,7 @@ def test_a_non_finite_logit_makes_its_row_s_probabilities_nan(monkeypatch):
     # A logit of -inf alone leaves finite probabilities (a 0 beside the others); the row still has no score.
     model = tiny_classifier(16, num_hidden_layers=1)
     logits = tf.constant([[0.0, -np.inf, 1.0], [0.0, 1.0, 2.0], [np.nan, 0.0, 0.0]], tf.float32)
-    monkeypatch.setattr(model, "call", lambda features, training=False: logits)
+    monkeypatch.setattr(model, "call", lambda features, training=False, lean=False: logits)
     probs = model.predict_step({"input_ids": tf.zeros((3, 4), tf.int32), "attention_mask": tf.ones((3, 4), tf.int32),
                                 "example_id": tf.range(3)})["probs"].numpy()
     assert np.isnan(probs[0]).all() and np.isnan(probs[2]).all()

@@ -238,11 +238,13 @@ def _changed(options, key: str) -> tuple[str, object] | None:
 
 
 def compiled(strategy, build: Callable[[], object], *, jit_compile: bool | None, steps_per_execution: int):
-    """A model built under ``strategy.scope()`` and compiled for prediction (XLA per strategy when None)."""
-    from tfsent.runtime.strategy import jit_compile_supported
+    """A model built under ``strategy.scope()`` and compiled for prediction (XLA per strategy when None); on CPUs its
+    ``predict_step`` is lean (``TaskModel.lean_prediction``)."""
+    from tfsent.runtime.strategy import device_kind, jit_compile_supported
 
     with strategy.scope():
         model = build()
+        model.lean_prediction = device_kind(strategy) == "cpu"
         model.compile(jit_compile=jit_compile_supported(strategy) if jit_compile is None else jit_compile,
                       steps_per_execution=steps_per_execution)
     return model

@@ -113,10 +113,12 @@ class SequenceClassifier(TaskModel):
         logits = self.hf_model(self.model_inputs(features), training=training).logits
         return tf.cast(logits, tf.float32)
 
-    def predict_step(self, data, lean: bool = False) -> dict[str, tf.Tensor]:
+    def predict_step(self, data, lean: bool | None = None) -> dict[str, tf.Tensor]:
         """Reduced predictions: ``example_id`` int32 [B], ``label_id`` int32 [B] (model order), ``probs`` float32
         [B, C]. Hidden states never leave the device. A packed batch's ``[B, K]`` head slots give ``B * K`` of each,
-        one per slot (empty slots have ``example_id == -1``). ``lean``: as :meth:`call`'s."""
+        one per slot (empty slots have ``example_id == -1``). ``lean``: as :meth:`call`'s; None reads
+        ``lean_prediction`` (set where the model predicts on CPUs)."""
+        lean = self.lean_prediction if lean is None else lean
         x, _, _ = tf_keras.utils.unpack_x_y_sample_weight(data)
         if "example_id" not in x:
             raise KeyError(f"predict needs an 'example_id' feature to put outputs back in order; got {sorted(x)}")
@@ -132,8 +134,7 @@ class SequenceClassifier(TaskModel):
         }
 
     def converted_step(self, features: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        """The lean ``predict_step`` (the last layer at token 0 only): LiteRT's CPU path converts it; the paths
-        accelerators compile keep transformers' forward pass."""
+        """The lean ``predict_step`` (the last layer at the head tokens only), which LiteRT's CPU path converts."""
         return self.predict_step(features, lean=True)
 
     def serving_outputs(self, features: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:

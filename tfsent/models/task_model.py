@@ -43,6 +43,11 @@ class TaskModel(PretrainedModel):
         source: where its weights came from (None: random init).
     """
 
+    #: ``predict_step`` computes only what its outputs read, where a kind can (a classifier's last layer at the head
+    #: tokens): the same numbers with fewer FLOPs. Set for CPUs (:func:`tfsent.inference.predictor.compiled`); the
+    #: paths TPUs and GPUs compile keep transformers' forward pass.
+    lean_prediction = False
+
     def __init__(self, hf_model, *, arch: str, max_seq_length: int, source: str | None = None, **kwargs):
         super().__init__(**kwargs)
         self.hf_model = hf_model

@@ -1,0 +1,40 @@
+"""bench/gemm.py (the ceiling on precision=int8's gain): both one-operator models compute the same GEMM, the int8
+one through the quantizer tfsent uses, and the ratio and its line come from the rounds; no timing is asserted."""
+
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import REPO
+
+sys.path.insert(0, str(REPO))
+
+from bench import gemm  # noqa: E402
+
+
+def test_the_two_gemms_compute_one_product_and_the_line_reports_their_rounds():
+    pytest.importorskip("ai_edge_litert")
+    from tfsent.inference import litert
+
+    float32 = gemm.gemm_flat(32, 48)
+    x = np.random.default_rng(2).standard_normal((16, 32)).astype(np.float32)
+    want = litert.LiteRTModel(float32, 1)._interpreter.get_signature_runner()(x=x)["y"]
+    got = litert.LiteRTModel(litert.quantize(float32), 1)._interpreter.get_signature_runner()(x=x)["y"]
+    assert want.shape == (16, 48)
+    # int8 weights and per-row int8 inputs: close to the float product, not equal to it.
+    assert 0 < np.abs(got - want).max() < 0.05 * np.abs(want).max()
+    rates = gemm.gemm_rates(16, 32, 48, rounds=3, calls=1, threads=1)
+    assert rates.shape == (16, 32, 48) and len(rates.fp32) == len(rates.int8) == 3
+    assert rates.ratio == sorted(i / f for i, f in zip(rates.int8, rates.fp32))[1]
+    assert "`[16, 32] x [32, 48]`" in rates.line("tiny") and f"**{rates.ratio:.2f}x**" in rates.line("tiny")
+
+
+def test_the_results_page_gives_the_int8_ceiling_per_model():
+    from bench.run import _ceilings
+
+    rates = gemm.GemmRates((2048, 384, 1536), [100e9, 100e9, 110e9], [120e9, 130e9, 110e9])
+    lines = _ceilings(100e9, None, [], [], (), {"MiniLM-L6": rates})
+    assert lines[0] == "Ceiling on `precision=int8`'s gain over the fp32 path (`bench/gemm.py`):"
+    assert "runs 120.0 GFLOP/s against its fp32 GEMM's 100.0: **1.20x** (median of 3 interleaved rounds, " \
+           "1.00-1.30)" in lines[2]
