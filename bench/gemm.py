@@ -59,20 +59,25 @@ def gemm_flat(inner: int, outer: int, seed: int = 0) -> bytes:
     return converter.convert()
 
 
+def runner(flat: bytes, threads: int):
+    """A LiteRT signature runner of ``flat`` on XNNPACK with ``threads`` threads (float inputs, unlike
+    :class:`tfsent.inference.litert.LiteRTModel`'s int32 token features)."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    return Interpreter(model_content=flat, num_threads=threads).get_signature_runner()
+
+
 def gemm_rates(rows: int, inner: int, outer: int, rounds: int = 5, calls: int = 20, threads: int | None = None
                ) -> GemmRates:
     """Both GEMMs' rates in ``rounds`` interleaved rounds of ``calls`` calls each (the order alternates)."""
     from tfsent.inference import litert
 
     float32 = gemm_flat(inner, outer)
-    models = {"fp32": litert.LiteRTModel(float32, threads or litert.threads()),
-              "int8": litert.LiteRTModel(litert.quantize(float32), threads or litert.threads())}
     x = np.random.default_rng(1).standard_normal((rows, inner)).astype(np.float32)
     runners = {}
-    for name, model in models.items():
-        runner = model._interpreter.get_signature_runner()
-        runner(x=x)  # resize and warm
-        runners[name] = runner
+    for name, flat in (("fp32", float32), ("int8", litert.quantize(float32))):
+        runners[name] = runner(flat, threads or litert.threads())
+        runners[name](x=x)  # resize and warm
     flop = 2.0 * rows * inner * outer * calls
     rates: dict[str, list[float]] = {"fp32": [], "int8": []}
     for i in range(rounds):

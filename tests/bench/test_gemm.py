@@ -19,8 +19,8 @@ def test_the_two_gemms_compute_one_product_and_the_line_reports_their_rounds():
 
     float32 = gemm.gemm_flat(32, 48)
     x = np.random.default_rng(2).standard_normal((16, 32)).astype(np.float32)
-    want = litert.LiteRTModel(float32, 1)._interpreter.get_signature_runner()(x=x)["y"]
-    got = litert.LiteRTModel(litert.quantize(float32), 1)._interpreter.get_signature_runner()(x=x)["y"]
+    want = gemm.runner(float32, 1)(x=x)["y"]
+    got = gemm.runner(litert.quantize(float32), 1)(x=x)["y"]
     assert want.shape == (16, 48)
     # int8 weights and per-row int8 inputs: close to the float product, not equal to it.
     assert 0 < np.abs(got - want).max() < 0.05 * np.abs(want).max()
