@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import pathlib
 import subprocess
 import sys
@@ -252,13 +251,14 @@ def int8_gemm_ceilings(ckpts: dict[str, pathlib.Path], rounds: int, *, quick: bo
     LiteRT."""
     from bench import gemm
     from tfsent.inference import litert
+    from tfsent.models.loading import read_config
 
     if not litert.available():
         return {}
     out = {}
     for label, ckpt in ckpts.items():
-        config = json.loads((pathlib.Path(ckpt) / "config.json").read_text())
-        out[label] = gemm.gemm_rates(64 * 32, config["hidden_size"], config["intermediate_size"], rounds=rounds,
+        config = read_config(ckpt)
+        out[label] = gemm.gemm_rates(64 * 32, config.hidden_size, config.intermediate_size, rounds=rounds,
                                      calls=2 if quick else 20)
         log(f"{label} int8 / fp32 GEMM: {out[label].ratio:.2f}x")
     return out
