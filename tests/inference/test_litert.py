@@ -84,6 +84,29 @@ def test_the_cache_holds_each_signature_with_its_hash(scored, cache):
                              "packing_gap": 0}
     for name, entry in meta["signatures"].items():
         assert hashlib.sha256((folder / f"{name}.tflite").read_bytes()).hexdigest() == entry["sha256"]
+    stored = meta["checkpoint"]
+    assert stored["facts"]["head_names"] == list(LABELS) and stored["facts"]["config"]["model_type"] == "bert"
+    assert stored["tokenizer"]["sha256"] == hashlib.sha256((folder / "tokenizer.json").read_bytes()).hexdigest()
+    assert stored["tokenizer"]["truncation_side"] == "right" and stored["tokenizer"]["pad_token_id"] == 0
+
+
+@pytest.mark.parametrize("damage", ["tokenizer file", "facts record"])
+def test_a_damaged_stored_tokenizer_or_record_is_read_through_transformers_and_stored_again(
+        scored, cache, litert_env, tmp_path, caplog, damage):
+    ckpt, folder, _ = scored
+    (key,) = [p for p in (cache / "litert").iterdir() if (p / "meta.json").exists()]
+    stored, meta_file = key / "tokenizer.json", key / "meta.json"
+    good, meta = stored.read_text(), json.loads(meta_file.read_text())
+    if damage == "tokenizer file":
+        stored.write_text(good + " ")  # still JSON, not what was stored
+    else:
+        meta_file.write_text(json.dumps({**meta, "checkpoint": {**meta["checkpoint"], "facts": {"config": {}}}}))
+    summary = predict(ckpt, folder / "in.csv", tmp_path / "again.csv", PredictOptions(**OPTS))
+    assert summary["backend"] == "litert"
+    assert ("does not match the sha256" if damage == "tokenizer file" else "are unreadable (KeyError") in caplog.text
+    assert stored.read_text() == good and json.loads(meta_file.read_text())["checkpoint"] == meta["checkpoint"]
+    np.testing.assert_array_equal(pd.read_csv(tmp_path / "again.csv")[PROBS].to_numpy(),
+                                  pd.read_csv(folder / "litert.csv")[PROBS].to_numpy())
 
 
 SCRIPT = """
@@ -93,10 +116,11 @@ try:
     runpy.run_module("tfsent.predict", run_name="__main__")
 finally:
     print("tensorflow imported:", "tensorflow" in sys.modules)
+    print("transformers imported:", "transformers" in sys.modules)
 """
 
 
-def test_a_warm_run_scores_without_importing_tensorflow(scored, cache, tmp_path):
+def test_a_warm_run_scores_without_importing_tensorflow_or_transformers(scored, cache, tmp_path):
     ckpt, folder, _ = scored
     out = tmp_path / "warm.csv"
     done = subprocess.run([sys.executable, "-c", SCRIPT, f"ckpt_path={ckpt}", f"input={folder / 'in.csv'}",
@@ -106,7 +130,8 @@ def test_a_warm_run_scores_without_importing_tensorflow(scored, cache, tmp_path)
                           timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
-    assert lines[-1] == "tensorflow imported: False"
+    # The tokenizer and the checkpoint's facts come from what the converting run stored beside the model.
+    assert lines[-2:] == ["tensorflow imported: False", "transformers imported: False"]
     start = [line for line in lines if line.startswith("predict: start-up ")]
     assert len(start) == 1 and " to the first batch on litert (imports " in start[0]
     assert "convert" in start[0] and ", first batch " in start[0]

@@ -7,7 +7,9 @@ document chunks, which are never truncated). Summary: ``label_counts``.
 from __future__ import annotations
 
 import collections
+import logging
 import os
+import pathlib
 import time
 
 import numpy as np
@@ -17,9 +19,13 @@ from tfsent.data.tokenize import load_tokenizer
 from tfsent.inference.flops import EncoderFlops
 from tfsent.inference.packing import Packing, model_packing
 from tfsent.inference.predictor import Predictor, Summary, check_finite, compiled, litert_backend
+from tfsent.inference.stored_tokenizer import StoredTokenizer, definition
 from tfsent.inference.tokens import TokenRows
 from tfsent.models import loading
-from tfsent.models.facts import classifier_facts
+from tfsent.models.facts import classifier_facts, facts_record, recorded_classifier_facts
+from tfsent.models.labels import LabelError
+
+log = logging.getLogger(__name__)
 
 
 class ClassifierSummary(Summary):
@@ -43,20 +49,18 @@ class ClassifierPredictor(Predictor):
 
     def __init__(self, ckpt_path: str | os.PathLike, strategy, *, max_length: int | None,
                  jit_compile: bool | None, steps_per_execution: int, options):
-        began = time.perf_counter()
-        self.tokenizer = load_tokenizer(ckpt_path)
-        self.pad_values = {"input_ids": self.tokenizer.pad_token_id or 0}
-        self.load_seconds = {"tokenizer": time.perf_counter() - began}
         if strategy is None:
-            facts = classifier_facts(ckpt_path, label_names=options.label_names)
-            self.model = litert_backend(ckpt_path, self.kind, self.litert_settings(options),
-                                        lambda: _load(ckpt_path, facts.label_names), self.load_seconds,
-                                        int8=options.precision == "int8")
+            self._open_litert(ckpt_path, options)
+            facts = self._facts
             self.max_length = loading.sequence_length(facts.max_seq_length, facts.config, max_length)
             self.features = facts.features
             self.label_names = list(facts.label_names)
             self._config = facts.config
             return
+        began = time.perf_counter()
+        self.tokenizer = load_tokenizer(ckpt_path)
+        self.pad_values = {"input_ids": self.tokenizer.pad_token_id or 0}
+        self.load_seconds = {"tokenizer": time.perf_counter() - began}
         began = time.perf_counter()
         self.model = compiled(strategy, lambda: _load(ckpt_path, options.label_names),
                               jit_compile=jit_compile, steps_per_execution=steps_per_execution)
@@ -64,6 +68,29 @@ class ClassifierPredictor(Predictor):
         self.max_length = self.model.sequence_length(max_length)
         self.features = self.model.features
         self.label_names = list(self.model.label_names)
+
+    def _open_litert(self, ckpt_path, options) -> None:
+        """The tokenizer, facts and LiteRT model; a warm run reads the tokenizer and facts its converting run
+        stored beside the model (``tfsent.inference.stored_tokenizer``), so it never imports transformers."""
+        from tfsent.inference import litert
+        from tfsent.models.sources import checkpoint_files
+
+        began = time.perf_counter()
+        cache = litert.cache_for(pathlib.Path(ckpt_path), checkpoint_files(ckpt_path), self.kind,
+                                 self.litert_settings(options))
+        stored = _stored(cache, ckpt_path, options.label_names)
+        if stored is not None:
+            self.tokenizer, self._facts = stored
+        else:
+            self.tokenizer = load_tokenizer(ckpt_path)
+            self._facts = classifier_facts(ckpt_path, label_names=options.label_names)
+        self.pad_values = {"input_ids": self.tokenizer.pad_token_id or 0}
+        self.load_seconds = {"tokenizer": time.perf_counter() - began}
+        names = self._facts.label_names
+        self.model = litert_backend(ckpt_path, self.kind, self.litert_settings(options), lambda: _load(ckpt_path, names),
+                                    self.load_seconds, int8=options.precision == "int8")
+        if stored is None:
+            cache.store_checkpoint(facts_record(self._facts), definition(self.tokenizer))
 
     def packing(self, setting: bool | str) -> Packing | None:
         """The model's packing (``tfsent.models.classifier.SequenceClassifier.packing``), unless ``false``; on
@@ -101,6 +128,25 @@ class ClassifierPredictor(Predictor):
             return (f"accuracy {scores['accuracy']:.4f}, macro-F1 {scores['macro_f1']:.4f} on {scores['rows']} "
                     f"labelled rows ({scores['metrics_output']})")
         return f"labels {summary['label_counts']}"
+
+
+def _stored(cache, ckpt_path, label_names):
+    """The tokenizer and facts a converting run stored in ``cache``, or None (none stored, or a record this tfsent
+    cannot read: the folder is then read through transformers and the record stored again)."""
+    stored = cache.checkpoint()
+    if stored is None:
+        return None
+    record, text = stored
+    try:
+        tokenizer = StoredTokenizer(text, record["tokenizer"]["pad_token_id"], record["tokenizer"]["truncation_side"],
+                                    lambda: load_tokenizer(ckpt_path))
+        return tokenizer, recorded_classifier_facts(record["facts"], ckpt_path, label_names=label_names)
+    except LabelError:
+        raise  # the user's label_names, not the record
+    except Exception as e:  # noqa: BLE001  (a damaged record: KeyError, TypeError, the tokenizers library's own)
+        log.warning("%s: the stored tokenizer and facts are unreadable (%s: %s); reading %s again", cache.folder,
+                    type(e).__name__, str(e)[:160], ckpt_path)
+        return None
 
 
 def _load(ckpt_path, label_names):

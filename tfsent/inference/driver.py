@@ -313,7 +313,7 @@ def _load_litert(ckpt_path: pathlib.Path, options: PredictOptions) -> Predictor 
 
 def _startup(predictor: Predictor, run: dict, start: float) -> dict:
     """Seconds from the process's start to its first scored batch, split: imports (before the driver started),
-    tokenizer, model (weights, or the converted model read and checked), convert (a first run's conversion), and
+    tokenizer (on LiteRT with the folder's facts), model (weights, or the converted model read and checked), convert (a first run's conversion), and
     the first batch (the first part read, tokenized and its first batch scored)."""
     split = {"imports": _since_process_start() - (time.perf_counter() - start)} if _since_process_start() else {}
     split.update(getattr(predictor, "load_seconds", {}))

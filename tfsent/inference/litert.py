@@ -12,7 +12,9 @@ process may use (its CPU affinity mask).
 check) on it with the plan's exact shapes: a new shape compiles nothing here, so rows run sorted by length in batches
 as long as their longest row (:func:`~tfsent.inference.plan.exact_batches`), not padded to buckets; the one model is
 resized to each batch. A model or signature the converter cannot lower to LiteRT's builtins is recorded in the
-cache as unsupported (with the reason), so later runs go to TensorFlow's path without trying again.
+cache as unsupported (with the reason), so later runs go to TensorFlow's path without trying again. Beside a
+classifier's signatures the cache holds what its warm runs read instead of transformers' loaders: the folder's facts
+and its tokenizer (:meth:`Cache.store_checkpoint`).
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ log = logging.getLogger(__name__)
 # /2: a classifier's last layer computed at its head tokens only (converted_step); /1 files are converted again.
 FORMAT = "tfsent.litert/2"
 META = "meta.json"
+# The checkpoint's tokenizer as transformers built it (tfsent.inference.stored_tokenizer), for warm runs.
+TOKENIZER = "tokenizer.json"
 # A signature's dynamic int8 file sits beside its float32 one: <signature>-int8-<ai-edge-quantizer version>.tflite.
 INT8_SUFFIX = "-int8"
 
@@ -151,6 +155,36 @@ class Cache:
     def facts(self) -> dict:
         """What the converted model reads, recorded at conversion (features, positions of packed segments)."""
         return self.meta().get("facts", {})
+
+    def checkpoint(self) -> tuple[dict, str] | None:
+        """What a converting run stored of the checkpoint (:meth:`store_checkpoint`): its facts and its tokenizer's
+        ``tokenizer.json``; None when absent or when the file no longer matches its recorded sha256."""
+        record = self.meta().get("checkpoint")
+        if not isinstance(record, dict) or not isinstance(record.get("tokenizer"), dict):
+            return None
+        try:
+            text = (self.folder / TOKENIZER).read_text(encoding="utf-8")
+        except (OSError, ValueError):
+            return None
+        if hashlib.sha256(text.encode("utf-8")).hexdigest() != record["tokenizer"].get("sha256"):
+            log.warning("%s: %s does not match the sha256 recorded when it was written; it is stored again",
+                        self.folder, TOKENIZER)
+            return None
+        return record, text
+
+    def store_checkpoint(self, facts: Mapping, tokenizer: Mapping) -> None:
+        """Store what a warm run reads of the checkpoint instead of transformers' loaders: its facts
+        (``tfsent.models.facts.facts_record``) and its tokenizer (``tfsent.inference.stored_tokenizer.definition``);
+        beside converted signatures only, atomically, best effort."""
+        meta = self.meta()
+        if not meta.get("signatures"):
+            return
+        try:
+            atomic.write_text(self.folder / TOKENIZER, tokenizer["json"])
+            meta["checkpoint"] = {"facts": dict(facts), "tokenizer": {k: v for k, v in tokenizer.items() if k != "json"}}
+            atomic.write_text(self.folder / META, json.dumps(meta, indent=1, sort_keys=True))
+        except OSError as e:
+            log.warning("LiteRT cache %s: the checkpoint's facts not stored (%s)", self.folder, e.strerror or e)
 
     def store(self, signature: str, flat: bytes | None, facts: Mapping, reason: str | None = None) -> None:
         """Record a converted signature (or, with ``reason``, one that does not convert), atomically; an

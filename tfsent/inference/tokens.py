@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from functools import partial
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+
+from tfsent.inference.stored_tokenizer import StoredTokenizer
 
 FEATURES = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -97,7 +100,7 @@ def tokenize_texts(tokenizer, texts: Sequence[str], max_length: int, *, features
     about 47 MB (bench/STREAMING.md) and tokenizes as fast.
 
     Args:
-        tokenizer: a Hugging Face fast tokenizer.
+        tokenizer: a Hugging Face fast tokenizer, or its stored backend (``StoredTokenizer``).
         texts: the texts of one part.
         max_length: the top bucket (special tokens included).
         features: which of ``input_ids``, ``attention_mask``, ``token_type_ids`` the model reads.
@@ -109,18 +112,31 @@ def tokenize_texts(tokenizer, texts: Sequence[str], max_length: int, *, features
     Raises:
         ValueError: the tokenizer returned another number of rows than texts.
     """
+    # A stored tokenizer (a warm LiteRT run) encodes them without transformers.
+    encode = tokenizer.first_windows if isinstance(tokenizer, StoredTokenizer) else partial(first_windows, tokenizer)
     pieces = []
     for start in range(0, len(texts), batch):
         chunk = list(texts[start:start + batch])
-        enc = tokenizer(chunk, truncation=True, max_length=max_length, return_overflowing_tokens=True,
-                        return_token_type_ids="token_type_ids" in features, verbose=False)
-        mapping = np.asarray(enc["overflow_to_sample_mapping"], dtype=np.int64)
-        first = np.flatnonzero(np.r_[True, mapping[1:] != mapping[:-1]]) if len(mapping) else mapping
-        if len(first) != len(chunk):
-            raise ValueError(f"tokenizer returned {len(first)} rows for {len(chunk)} texts")
-        truncated = np.bincount(mapping, minlength=len(chunk)) > 1
-        pieces.append(TokenRows.from_ragged({k: [enc[k][i] for i in first] for k in features}, truncated))
+        ragged, truncated = encode(chunk, max_length, features)
+        pieces.append(TokenRows.from_ragged(ragged, truncated))
     return concat(pieces) if pieces else TokenRows.from_ragged({k: [] for k in features})
+
+
+def first_windows(tokenizer, texts: Sequence[str], max_length: int,
+                  features: Sequence[str]) -> tuple[dict[str, list[list[int]]], np.ndarray]:
+    """Each text's first window per feature, by transformers' tokenizer, and whether the text was cut.
+
+    Raises:
+        ValueError: the tokenizer returned another number of rows than texts.
+    """
+    enc = tokenizer(list(texts), truncation=True, max_length=max_length, return_overflowing_tokens=True,
+                    return_token_type_ids="token_type_ids" in features, verbose=False)
+    mapping = np.asarray(enc["overflow_to_sample_mapping"], dtype=np.int64)
+    first = np.flatnonzero(np.r_[True, mapping[1:] != mapping[:-1]]) if len(mapping) else mapping
+    if len(first) != len(texts):
+        raise ValueError(f"tokenizer returned {len(first)} rows for {len(texts)} texts")
+    truncated = np.bincount(mapping, minlength=len(texts)) > 1
+    return {k: [enc[k][i] for i in first] for k in features}, truncated
 
 
 def concat(pieces: Sequence[TokenRows]) -> TokenRows:

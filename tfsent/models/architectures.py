@@ -16,8 +16,6 @@ import enum
 from collections.abc import Mapping
 from typing import Any
 
-import transformers
-
 from tfsent.config import ConfigError
 
 
@@ -106,10 +104,14 @@ class Architecture:
 
     def config_cls(self):
         """The transformers config class."""
+        import transformers  # ~1 s: not imported by a run that never builds a model (a converted one)
+
         return getattr(transformers, self.config_class)
 
     def task_cls(self, suffix: str):
         """The transformers TF class of this architecture with a head (``ForQuestionAnswering``)."""
+        import transformers
+
         return getattr(transformers, f"TF{self.prefix}{suffix}")
 
     def classifier_cls(self):

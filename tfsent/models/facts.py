@@ -195,13 +195,41 @@ def classifier_facts(directory: str | os.PathLike, *, label_names: Sequence[str]
         if names != head:
             raise loading.CheckpointError(f"{directory / CLASSIFIER.meta_file}: says labels {list(names)}, but "
                                           f"config.json gives {list(head)}")
+    return CheckpointFacts(facts.architecture, _named(names, label_names, directory, warn), facts.max_seq_length,
+                           facts.features, facts.meta is not None, head, facts.config)
+
+
+def _named(names: tuple[str, ...], label_names: Sequence[str] | None, directory: pathlib.Path,
+           warn: bool) -> tuple[str, ...]:
     if label_names is not None:
-        names = labels_lib.rename(names, label_names)
-    elif warn and labels_lib.generic(names):
+        return tuple(labels_lib.rename(names, label_names))
+    if warn and labels_lib.generic(names):
         log.warning("%s: the model's labels have no names (%s); they are kept as they are, name them in model "
                     "order with label_names=[...]", directory, ", ".join(names))
-    return CheckpointFacts(facts.architecture, tuple(names), facts.max_seq_length, facts.features,
-                           facts.meta is not None, head, facts.config)
+    return tuple(names)
+
+
+def facts_record(facts: CheckpointFacts) -> dict:
+    """A classifier's facts as JSON, its config as a plain mapping: what a warm LiteRT run reads instead of
+    ``config.json`` through transformers (``tfsent.inference.litert.Cache.store_checkpoint``)."""
+    config = facts.config
+    return {"config": json.loads(config.to_json_string(use_diff=False)) if hasattr(config, "to_json_string")
+            else dict(config), "head_names": list(facts.head_names), "max_seq_length": facts.max_seq_length,
+            "features": list(facts.features), "tfsent_model": facts.tfsent_model}
+
+
+def recorded_classifier_facts(record: dict, directory: str | os.PathLike, *, label_names: Sequence[str] | None = None,
+                              warn: bool = True) -> CheckpointFacts:
+    """:func:`classifier_facts` from a :func:`facts_record` of the same files (its ``config`` a mapping).
+
+    Raises:
+        LabelError: ``label_names`` of the wrong count or repeated names.
+    """
+    config = record["config"]
+    head = tuple(record["head_names"])
+    return CheckpointFacts(architectures.of_config(config), _named(head, label_names, pathlib.Path(directory), warn),
+                           int(record["max_seq_length"]), tuple(record["features"]), bool(record["tfsent_model"]),
+                           head, config)
 
 
 def qa_facts(directory: str | os.PathLike) -> Facts:

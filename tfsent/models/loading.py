@@ -19,12 +19,13 @@ from __future__ import annotations
 import json
 import pathlib
 from collections.abc import Mapping
-from typing import Any
-
-from transformers import AutoConfig, PretrainedConfig
+from typing import TYPE_CHECKING, Any
 
 from tfsent.errors import UserError
 from tfsent.models import architectures
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
 
 CONFIG_FILE = "config.json"
 # The sizes a model is built from, by the names of every supported architecture (DistilBERT's dim, n_layers ...).
@@ -60,6 +61,8 @@ def read_config(directory: pathlib.Path | str) -> PretrainedConfig:
     if raw.get("auto_map"):
         raise CheckpointError(f"{path}: asks for remote code (auto_map: {sorted(raw['auto_map'])}); tfsent never "
                               "runs code shipped with a checkpoint")
+    from transformers import AutoConfig  # ~1 s, so only where a config is read
+
     try:
         return AutoConfig.from_pretrained(str(path.parent), local_files_only=True, trust_remote_code=False)
     except Exception as e:  # noqa: BLE001  (a checkpoint is untrusted input: whatever it makes transformers raise)
