@@ -62,6 +62,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="leave out bf16 against fp32 labels (fine-tunes MiniLM-L6 once, cached in bench/.cache)")
     p.add_argument("--skip-whole", action="store_true",
                    help="leave out the whole-process section (tfsent.predict against the ONNX Runtime script)")
+    p.add_argument("--whole-models", default=None,
+                   help="models of the whole-process section (default MiniLM-L6,BERT-base; BERT-base: fp32 only, "
+                        "at most 3 rounds)")
     p.add_argument("--whole-rows", type=int, default=None,
                    help="rows of the whole-process file (default 4846, all of PhraseBank 50Agree; --quick: 48)")
     p.add_argument("--auto-rows", type=int, default=None,
@@ -87,6 +90,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     args.sizes = ints(args.sizes, "128,512" if quick else "1000,10000,100000", "sizes")
     args.minilm_jobs = ints(args.minilm_jobs, "16,48" if quick else "32,256,1024,4846", "minilm-jobs")
     args.whole_rows = args.whole_rows or (48 if quick else 4846)
+    args.whole_models = [m for m in (args.whole_models or "MiniLM-L6,BERT-base").split(",") if m]
     args.bert_jobs = ints(args.bert_jobs, "16" if quick else "32,256", "bert-jobs")
     args.cold_sizes = ints(args.cold_sizes, "20" if quick else "100,1000", "cold-sizes")
     args.auto_rows = args.auto_rows or (32 if quick else 1024)
@@ -199,10 +203,15 @@ def main(argv=None) -> int:
             timed("cold starts")
         if not args.skip_whole and not args.skip_torch:
             texts = cold.write_texts(pathlib.Path(tmp) / "whole.txt", sentences, args.whole_rows)
-            onnx = pathlib.Path(tmp) / "onnx" / "MiniLM-L6 onnx.onnx"
-            whole_result = whole.whole_process(ckpts["MiniLM-L6"], onnx, onnx.with_suffix(".int8.onnx"),
-                                               ensure_torch_venv(), texts, args.whole_rows,
-                                               pathlib.Path(tmp) / "whole", args.rounds, log=log)
+            whole_result = []
+            for label in args.whole_models:
+                onnx = pathlib.Path(tmp) / "onnx" / f"{label} onnx.onnx"
+                # BERT-base's 4,846-row processes take minutes each: its fp32 commands only, in fewer rounds.
+                small = label == "MiniLM-L6"
+                whole_result.append(whole.whole_process(
+                    label, ckpts[label], onnx, onnx.with_suffix(".int8.onnx"), ensure_torch_venv(), texts,
+                    args.whole_rows, pathlib.Path(tmp) / "whole" / label,
+                    args.rounds if small else min(args.rounds, 3), log=log, int8=small))
             timed("whole process")
 
     if not args.skip_agreement:
@@ -367,10 +376,10 @@ def render(args, command, desc, torch_info, matmul, results, cold_results, scali
     if labels is not None:
         label_lines, label_targets = agreement.render(labels[0], labels[1], "PhraseBank AllAgree plus, 2 epochs")
         targets += label_targets
-    if whole_result is not None:
+    if whole_result:
         from bench import whole
 
-        targets += whole.target_rows(whole_result)
+        targets += [t for r in whole_result for t in whole.target_rows(r)]
     if auto_cost is not None:
         targets.append(table.Target(f"cold {auto_cost.rows}-row job: auto (empty cache) / {auto_cost.path} forced, "
                                     "seconds", auto_cost.cost.median, 1.10, higher_is_better=False))
@@ -437,14 +446,15 @@ def render(args, command, desc, torch_info, matmul, results, cold_results, scali
                   table.markdown(["mode", "wall s median (min-max)", "note"],
                                  [[s.name, str(s.time), s.note] for s in (auto_cost.auto, auto_cost.forced)]), "",
                   f"auto / forced, per-round median (min-max): **{auto_cost.cost}** (target <= 1.10).", ""]
-    if whole_result is not None:
+    if whole_result:
         from bench import whole
 
         parts += ["### Whole process against ONNX Runtime (issue 36)", "",
                   "`python -m tfsent.predict` with its defaults (LiteRT fp32 on this CPU) against `bench/ort_score.py` "
                   "(ONNX Runtime's CPU provider with default options on this checkpoint's `torch.onnx` export, and on "
                   "its `quantize_dynamic` int8 copy) scoring the same PhraseBank file, fresh processes, alternated. "
-                  "CPU s is the process's user + system time.", "", *whole.render(whole_result)]
+                  "CPU s is the process's user + system time.", "", *[line for r in whole_result
+                                                                       for line in whole.render(r)]]
     if train_ms:
         parts += ["## 3. Training", "",
                   "fit() built as `tfsent.train` builds it (`+experiment=finbert_tone strategy=cpu`, its length "

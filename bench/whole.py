@@ -41,6 +41,7 @@ class Command:
 
 @dataclasses.dataclass
 class WholeResult:
+    model: str
     rows: int
     wall: dict[str, Series]
     cpu: dict[str, list[float]]
@@ -85,12 +86,15 @@ def _labels(command: Command) -> list[int]:
     return frame["label_id"].astype(int).tolist()
 
 
-def whole_process(ckpt: pathlib.Path, onnx: pathlib.Path, onnx_int8: pathlib.Path, torch_python: pathlib.Path,
-                  texts: pathlib.Path, rows: int, folder: pathlib.Path, n_rounds: int,
-                  log: Callable[[str], None] | None = None, tfsent_extra: Sequence[str] = ()) -> WholeResult:
-    """Alternate tfsent's command and the ONNX Runtime script (fp32, int8) on ``texts`` for ``n_rounds``.
+def whole_process(model: str, ckpt: pathlib.Path, onnx: pathlib.Path, onnx_int8: pathlib.Path,
+                  torch_python: pathlib.Path, texts: pathlib.Path, rows: int, folder: pathlib.Path, n_rounds: int,
+                  log: Callable[[str], None] | None = None, tfsent_extra: Sequence[str] = (),
+                  int8: bool = True) -> WholeResult:
+    """Alternate tfsent's command and the ONNX Runtime script (fp32, and with ``int8`` both int8 paths) on ``texts``
+    for ``n_rounds``.
 
     Args:
+        model: its name in the tables (``MiniLM-L6``).
         ckpt: the tfsent classifier folder (the ONNX files are its export).
         onnx, onnx_int8: ``bench/onnx_export.py``'s files of that folder.
         torch_python: the interpreter of the torch venv (it has onnxruntime and tokenizers).
@@ -110,18 +114,21 @@ def whole_process(ckpt: pathlib.Path, onnx: pathlib.Path, onnx_int8: pathlib.Pat
                                                      f"input={texts}", f"output={tfsent_out}", "overwrite=true",
                                                      "progress=false", "verbose=true", *tfsent_extra],
                         env, tfsent_out)]
-    for name, model in (("ONNX Runtime fp32 script", onnx), ("ONNX Runtime int8 script", onnx_int8)):
+    for name, onnx_file in (("ONNX Runtime fp32 script", onnx), ("ONNX Runtime int8 script", onnx_int8))[:2 if int8
+                                                                                                       else 1]:
         out = folder / f"{name.split()[2]}.csv"
-        commands.append(Command(name, [str(torch_python), str(ORT_SCRIPT), str(model), str(ckpt), str(texts),
+        commands.append(Command(name, [str(torch_python), str(ORT_SCRIPT), str(onnx_file), str(ckpt), str(texts),
                                        str(out)], torch_env, out))
-    int8_out = folder / "tfsent-int8.csv"
-    commands.append(Command("tfsent.predict precision=int8", [
-        sys.executable, "-m", "tfsent.predict", f"ckpt_path={ckpt}", f"input={texts}", f"output={int8_out}",
-        "overwrite=true", "progress=false", "verbose=true", "precision=int8", *tfsent_extra], env, int8_out))
+    if int8:
+        int8_out = folder / "tfsent-int8.csv"
+        commands.append(Command("tfsent.predict precision=int8", [
+            sys.executable, "-m", "tfsent.predict", f"ckpt_path={ckpt}", f"input={texts}", f"output={int8_out}",
+            "overwrite=true", "progress=false", "verbose=true", "precision=int8", *tfsent_extra], env, int8_out))
     if log:
-        log(f"whole process: first tfsent runs (float32, int8) fill {cache} (untimed)")
+        log(f"whole process, {model}: first tfsent runs fill {cache} (untimed)")
     _run(dataclasses.replace(commands[0], argv=[*commands[0].argv, "backend=litert"]))
-    _run(commands[-1])
+    if int8:
+        _run(commands[-1])
     wall = {c.name: [] for c in commands}
     cpu = {c.name: [] for c in commands}
     startup: dict[str, dict[str, list[float]]] = {c.name: {} for c in commands}
@@ -133,10 +140,10 @@ def whole_process(ckpt: pathlib.Path, onnx: pathlib.Path, onnx_int8: pathlib.Pat
             for phase, value in startup_split(stdout).items():
                 startup[c.name].setdefault(phase, []).append(value)
             if log:
-                log(f"whole process round {r + 1}: {c.name} {seconds:.1f} s wall, {cpu_seconds:.1f} CPU-s")
+                log(f"whole process, {model}, round {r + 1}: {c.name} {seconds:.1f} s wall, {cpu_seconds:.1f} CPU-s")
     reference = _labels(commands[1])
     agreement = {c.name: sum(a == b for a, b in zip(_labels(c), reference)) / len(reference) for c in commands}
-    return WholeResult(rows, {n: Series(n, rows, s) for n, s in wall.items()}, cpu, startup, agreement)
+    return WholeResult(model, rows, {n: Series(n, rows, s) for n, s in wall.items()}, cpu, startup, agreement)
 
 
 def render(result: WholeResult) -> list[str]:
@@ -156,8 +163,8 @@ def render(result: WholeResult) -> list[str]:
     start_rows = [[name] + [f"{statistics.median(split[p]):.2f}" if p in split else "" for p in phases]
                   + [f"{sum(statistics.median(v) for v in split.values()):.2f}"]
                   for name, split in result.startup.items() if split]
-    return [f"Whole processes on the same {result.rows}-row file, alternated, {len(tfsent.seconds)} rounds (tfsent "
-            "warm: its LiteRT conversion cached by an untimed first run):", "",
+    return [f"{result.model}: whole processes on the same {result.rows}-row file, alternated, {len(tfsent.seconds)} "
+            "rounds (tfsent warm: its LiteRT conversion cached by an untimed first run):", "",
             table.markdown(["command", "wall s median (min-max)", "CPU s median (min-max)",
                             "tfsent x (per-round median)", "labels = ORT fp32"], rows), "",
             "Start-up, seconds from process start to the first scored batch, per phase (medians):", "",
@@ -170,11 +177,62 @@ def target_rows(result: WholeResult) -> list:
     from bench import table
 
     tfsent_name, ort_name = list(result.wall)[:2]
-    out = [table.Target(f"whole process, {result.rows} rows: tfsent / ONNX Runtime fp32 script wall seconds",
+    out = [table.Target(f"whole process, {result.model}, {result.rows} rows: tfsent / ONNX Runtime fp32 script wall "
+                        "seconds",
                         1 / speedup(result.wall[tfsent_name], result.wall[ort_name]).median, 1.0,
                         higher_is_better=False)]
     split = result.startup.get(tfsent_name)
     if split:
-        out.append(table.Target("tfsent start-up to the first batch, warm, seconds",
+        out.append(table.Target(f"tfsent start-up to the first batch, warm, {result.model}, seconds",
                                 sum(statistics.median(v) for v in split.values()), 3.0, higher_is_better=False))
     return out
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m bench.whole``: this section alone, on the bench's own checkpoints (MiniLM-L6 and BERT-base shapes,
+    random weights, the MiniLM tokenizer, as ``bench/run.py`` builds them), its Markdown printed or written."""
+    import argparse
+    import gc
+    import tempfile
+
+    from bench import cold, inference, machine, table
+    from bench.run import PHRASEBANK, ensure_torch_venv
+    from bench.torch_client import TorchWorker
+    from tfsent.data.tokenize import load_tokenizer
+    from tfsent.runtime.strategy import make_strategy
+
+    p = argparse.ArgumentParser(description=main.__doc__.split("\n\n")[0])
+    p.add_argument("--models", default="MiniLM-L6,BERT-base")
+    p.add_argument("--rounds", type=int, default=5, help="rounds (BERT-base: at most 3, fp32 commands only)")
+    p.add_argument("--rows", type=int, default=4846)
+    p.add_argument("--out", default=None, help="write the Markdown here (default: print it)")
+    args = p.parse_args(argv)
+    keys = {"MiniLM-L6": "minilm", "BERT-base": "bert_base"}
+    sentences = inference.read_phrasebank(PHRASEBANK)
+    tokenizer = load_tokenizer("minilm_l6")
+    strategy = make_strategy("cpu")
+    lines = ["Machine: " + "; ".join(f"{k} {v}" for k, v in machine.describe().items()), ""]
+    with tempfile.TemporaryDirectory(prefix="tfsent-whole-") as tmp:
+        tmp = pathlib.Path(tmp)
+        texts = cold.write_texts(tmp / "whole.txt", sentences, args.rows)
+        for label in args.models.split(","):
+            clf = inference.build_model(strategy, keys[label])
+            ckpt = clf.save_pretrained(tmp / keys[label], tokenizer=tokenizer)
+            del clf
+            gc.collect()
+            with TorchWorker(ensure_torch_venv()) as worker:
+                worker.load_onnx(f"{label} onnx", ckpt, tmp / "onnx")
+            onnx = tmp / "onnx" / f"{label} onnx.onnx"
+            small = label == "MiniLM-L6"
+            result = whole_process(label, ckpt, onnx, onnx.with_suffix(".int8.onnx"), ensure_torch_venv(), texts,
+                                   args.rows, tmp / "whole" / label, args.rounds if small else min(args.rounds, 3),
+                                   log=lambda m: print(m, flush=True), int8=small)
+            lines += render(result) + [table.targets_table(target_rows(result)), ""]
+    text = "\n".join(lines)
+    if args.out:
+        pathlib.Path(args.out).write_text(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -49,12 +49,12 @@ def _result():
                "ONNX Runtime int8 script": {}}
     agreement = {"tfsent.predict (default)": 47 / 48, "ONNX Runtime fp32 script": 1.0,
                  "ONNX Runtime int8 script": 0.75}
-    return whole.WholeResult(48, wall, cpu, startup, agreement)
+    return whole.WholeResult("MiniLM-L6", 48, wall, cpu, startup, agreement)
 
 
 def test_whole_section_shows_times_per_round_ratios_labels_and_startup_medians():
     text = "\n".join(whole.render(_result()))
-    assert "same 48-row file, alternated, 3 rounds" in text
+    assert "MiniLM-L6: whole processes on the same 48-row file, alternated, 3 rounds" in text
     assert "| tfsent.predict (default) | 2 (2-4) | 1.5 (1.5-3) | 1 (reference) | 97.92% |" in text
     # Per round: 3/2, 5/4, 3/2 -> median 1.5; against int8: 1/2, 2/4, 1/2.
     assert "| ONNX Runtime fp32 script | 3 (3-5) | 2.5 (2.5-4) | 1.5 (1.25-1.5) | 100.00% |" in text
@@ -68,9 +68,9 @@ def test_whole_section_shows_times_per_round_ratios_labels_and_startup_medians()
 def test_whole_targets_are_the_wall_ratio_and_the_warm_startup():
     targets = whole.target_rows(_result())
     assert [(t.what, round(t.value, 6), t.goal, t.higher_is_better, t.met) for t in targets] == [
-        ("whole process, 48 rows: tfsent / ONNX Runtime fp32 script wall seconds", round(1 / 1.5, 6), 1.0, False,
-         True),
-        ("tfsent start-up to the first batch, warm, seconds", 2.0, 3.0, False, True)]
+        ("whole process, MiniLM-L6, 48 rows: tfsent / ONNX Runtime fp32 script wall seconds", round(1 / 1.5, 6), 1.0,
+         False, True),
+        ("tfsent start-up to the first batch, warm, MiniLM-L6, seconds", 2.0, 3.0, False, True)]
 
 
 def test_ort_targets_compare_litert_and_the_fastest_tfsent_path_with_onnx_runtime_fp32():
