@@ -6,6 +6,7 @@ Conversions take seconds each: the module converts each model once, in its own c
 """
 
 import hashlib
+import importlib.metadata
 import json
 import subprocess
 import sys
@@ -88,22 +89,28 @@ def test_the_cache_holds_each_signature_with_its_hash(scored, cache):
     assert stored["facts"]["head_names"] == list(LABELS) and stored["facts"]["config"]["model_type"] == "bert"
     assert stored["tokenizer"]["sha256"] == hashlib.sha256((folder / "tokenizer.json").read_bytes()).hexdigest()
     assert stored["tokenizer"]["truncation_side"] == "right" and stored["tokenizer"]["pad_token_id"] == 0
+    assert stored["tokenizer"]["tokenizers"] == importlib.metadata.version("tokenizers")
 
 
-@pytest.mark.parametrize("damage", ["tokenizer file", "facts record"])
+@pytest.mark.parametrize("damage", ["tokenizer file", "facts record", "another tokenizers version"])
 def test_a_damaged_stored_tokenizer_or_record_is_read_through_transformers_and_stored_again(
         scored, cache, litert_env, tmp_path, caplog, damage):
     ckpt, folder, _ = scored
     (key,) = [p for p in (cache / "litert").iterdir() if (p / "meta.json").exists()]
     stored, meta_file = key / "tokenizer.json", key / "meta.json"
     good, meta = stored.read_text(), json.loads(meta_file.read_text())
+    checkpoint = meta["checkpoint"]
     if damage == "tokenizer file":
         stored.write_text(good + " ")  # still JSON, not what was stored
+    elif damage == "facts record":
+        meta_file.write_text(json.dumps({**meta, "checkpoint": {**checkpoint, "facts": {"config": {}}}}))
     else:
-        meta_file.write_text(json.dumps({**meta, "checkpoint": {**meta["checkpoint"], "facts": {"config": {}}}}))
+        meta_file.write_text(json.dumps({**meta, "checkpoint": {
+            **checkpoint, "tokenizer": {**checkpoint["tokenizer"], "tokenizers": "0.0.1"}}}))
     summary = predict(ckpt, folder / "in.csv", tmp_path / "again.csv", PredictOptions(**OPTS))
     assert summary["backend"] == "litert"
-    assert ("does not match the sha256" if damage == "tokenizer file" else "are unreadable (KeyError") in caplog.text
+    said = {"tokenizer file": "does not match the sha256", "facts record": "are unreadable (KeyError"}.get(damage, "")
+    assert said in caplog.text
     assert stored.read_text() == good and json.loads(meta_file.read_text())["checkpoint"] == meta["checkpoint"]
     np.testing.assert_array_equal(pd.read_csv(tmp_path / "again.csv")[PROBS].to_numpy(),
                                   pd.read_csv(folder / "litert.csv")[PROBS].to_numpy())
@@ -142,8 +149,6 @@ def test_a_warm_run_scores_without_importing_tensorflow_or_transformers(scored, 
 
 
 def test_precision_int8_scores_from_int8_files_made_once_from_the_float32_ones(scored, cache, litert_env, tmp_path):
-    import importlib.metadata
-
     ckpt, folder, _ = scored
     summary = predict(ckpt, folder / "in.csv", tmp_path / "int8.csv", PredictOptions(**OPTS, precision="int8"))
     assert summary["backend"] == "litert" and summary["rows"] == 45

@@ -19,7 +19,7 @@ from tfsent.data.tokenize import load_tokenizer
 from tfsent.inference.flops import EncoderFlops
 from tfsent.inference.packing import Packing, model_packing
 from tfsent.inference.predictor import Predictor, Summary, check_finite, compiled, litert_backend
-from tfsent.inference.stored_tokenizer import StoredTokenizer, definition
+from tfsent.inference.stored_tokenizer import StoredTokenizer, definition, readable
 from tfsent.inference.tokens import TokenRows
 from tfsent.models import loading
 from tfsent.models.facts import classifier_facts, facts_record, recorded_classifier_facts
@@ -137,6 +137,8 @@ def _stored(cache, ckpt_path, label_names):
     if stored is None:
         return None
     record, text = stored
+    if not readable(record.get("tokenizer", {})):
+        return None
     try:
         tokenizer = StoredTokenizer(text, record["tokenizer"]["pad_token_id"], record["tokenizer"]["truncation_side"],
                                     lambda: load_tokenizer(ckpt_path))

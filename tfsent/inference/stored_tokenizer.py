@@ -28,7 +28,9 @@ _ENCODING_FIELDS = {"input_ids": "ids", "attention_mask": "attention_mask", "tok
 
 def definition(tokenizer: Any) -> dict:
     """What :class:`StoredTokenizer` needs of a transformers fast tokenizer: its backend serialized without the
-    per-call truncation and padding, its sha256, the pad id and the truncation side."""
+    per-call truncation and padding, its sha256, the pad id, the truncation side and the ``tokenizers`` version that
+    wrote it (:func:`readable`)."""
+    import tokenizers
     from tokenizers import Tokenizer
 
     # A copy: the tokenizer keeps the truncation and padding of its last call in its backend.
@@ -37,7 +39,16 @@ def definition(tokenizer: Any) -> dict:
     clean.no_truncation()
     text = clean.to_str()
     return {"json": text, "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
-            "pad_token_id": tokenizer.pad_token_id, "truncation_side": tokenizer.truncation_side}
+            "pad_token_id": tokenizer.pad_token_id, "truncation_side": tokenizer.truncation_side,
+            "tokenizers": tokenizers.__version__}
+
+
+def readable(stored: dict) -> bool:
+    """Whether a :func:`definition` was written by the installed ``tokenizers`` (the cache key holds transformers'
+    version, not this one; another version may encode differently, so its definition is made again)."""
+    import tokenizers
+
+    return stored.get("tokenizers") == tokenizers.__version__
 
 
 class StoredTokenizer:
