@@ -87,8 +87,9 @@ class ClassifierPredictor(Predictor):
         self.pad_values = {"input_ids": self.tokenizer.pad_token_id or 0}
         self.load_seconds = {"tokenizer": time.perf_counter() - began}
         names = self._facts.label_names
-        self.model = litert_backend(ckpt_path, self.kind, self.litert_settings(options), lambda: _load(ckpt_path, names),
-                                    self.load_seconds, int8=options.precision == "int8")
+        self.model = litert_backend(ckpt_path, self.kind, self.litert_settings(options),
+                                    lambda: _load(ckpt_path, names), self.load_seconds,
+                                    int8=options.precision == "int8")
         if stored is None:
             cache.store_checkpoint(facts_record(self._facts), definition(self.tokenizer))
 

@@ -181,7 +181,8 @@ class Cache:
             return
         try:
             atomic.write_text(self.folder / TOKENIZER, tokenizer["json"])
-            meta["checkpoint"] = {"facts": dict(facts), "tokenizer": {k: v for k, v in tokenizer.items() if k != "json"}}
+            meta["checkpoint"] = {"facts": dict(facts),
+                                  "tokenizer": {k: v for k, v in tokenizer.items() if k != "json"}}
             atomic.write_text(self.folder / META, json.dumps(meta, indent=1, sort_keys=True))
         except OSError as e:
             log.warning("LiteRT cache %s: the checkpoint's facts not stored (%s)", self.folder, e.strerror or e)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from functools import partial
 from collections.abc import Mapping, Sequence
+from functools import partial
 
 import numpy as np
 
