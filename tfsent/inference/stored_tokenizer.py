@@ -8,7 +8,8 @@ and encodes the batch. :func:`definition` serializes the backend it built; :clas
 the ``tokenizers`` library alone and encodes a text's first window with the settings transformers' call sets
 (longest-first truncation at ``max_length`` on the tokenizer's truncation side, stride 0, no padding, special tokens
 added and not split): the same ids, masks and type ids as ``tokenizer(texts, truncation=True, max_length=...,
-return_overflowing_tokens=True)``, row for row (``tests/inference/test_stored_tokenizer.py``, every architecture).
+return_overflowing_tokens=True)``, row for row (``tests/inference/test_stored_tokenizer.py``: the nine fixture
+folders transformers wrote, every tokenizer family tfsent's architectures use).
 
 Anything else asked of it (a document's chunking, a masked LM's tokens) is asked of transformers' tokenizer, loaded
 then.
