@@ -206,12 +206,10 @@ def main(argv=None) -> int:
             whole_result = []
             for label in args.whole_models:
                 onnx = pathlib.Path(tmp) / "onnx" / f"{label} onnx.onnx"
-                # BERT-base's 4,846-row processes take minutes each: its fp32 commands only, in fewer rounds.
-                small = label == "MiniLM-L6"
+                rounds, int8 = whole.plan(label, args.rounds)
                 whole_result.append(whole.whole_process(
                     label, ckpts[label], onnx, onnx.with_suffix(".int8.onnx"), ensure_torch_venv(), texts,
-                    args.whole_rows, pathlib.Path(tmp) / "whole" / label,
-                    args.rounds if small else min(args.rounds, 3), log=log, int8=small))
+                    args.whole_rows, pathlib.Path(tmp) / "whole" / label, rounds, log=log, int8=int8))
             timed("whole process")
 
     if not args.skip_agreement:

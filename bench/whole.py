@@ -114,8 +114,8 @@ def whole_process(model: str, ckpt: pathlib.Path, onnx: pathlib.Path, onnx_int8:
                                                      f"input={texts}", f"output={tfsent_out}", "overwrite=true",
                                                      "progress=false", "verbose=true", *tfsent_extra],
                         env, tfsent_out)]
-    for name, onnx_file in (("ONNX Runtime fp32 script", onnx), ("ONNX Runtime int8 script", onnx_int8))[:2 if int8
-                                                                                                       else 1]:
+    ort = [("ONNX Runtime fp32 script", onnx)] + ([("ONNX Runtime int8 script", onnx_int8)] if int8 else [])
+    for name, onnx_file in ort:
         out = folder / f"{name.split()[2]}.csv"
         commands.append(Command(name, [str(torch_python), str(ORT_SCRIPT), str(onnx_file), str(ckpt), str(texts),
                                        str(out)], torch_env, out))
@@ -188,6 +188,12 @@ def target_rows(result: WholeResult) -> list:
     return out
 
 
+def plan(model: str, rounds: int) -> tuple[int, bool]:
+    """Rounds and whether the int8 commands run, for one model: BERT-base's 4,846-row processes take minutes each,
+    so its fp32 commands only, in at most 3 rounds."""
+    return (rounds, True) if model == "MiniLM-L6" else (min(rounds, 3), False)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """``python -m bench.whole``: this section alone, on the bench's own checkpoints (MiniLM-L6 and BERT-base shapes,
     random weights, the MiniLM tokenizer, as ``bench/run.py`` builds them), its Markdown printed or written."""
@@ -223,10 +229,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             with TorchWorker(ensure_torch_venv()) as worker:
                 worker.load_onnx(f"{label} onnx", ckpt, tmp / "onnx")
             onnx = tmp / "onnx" / f"{label} onnx.onnx"
-            small = label == "MiniLM-L6"
+            rounds, int8 = plan(label, args.rounds)
             result = whole_process(label, ckpt, onnx, onnx.with_suffix(".int8.onnx"), ensure_torch_venv(), texts,
-                                   args.rows, tmp / "whole" / label, args.rounds if small else min(args.rounds, 3),
-                                   log=lambda m: print(m, flush=True), int8=small)
+                                   args.rows, tmp / "whole" / label, rounds, log=lambda m: print(m, flush=True),
+                                   int8=int8)
             lines += render(result) + [table.targets_table(target_rows(result)), ""]
     text = "\n".join(lines)
     if args.out:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import collections
 import logging
 import os
-import pathlib
 import time
 
 import numpy as np
@@ -18,7 +17,7 @@ import pandas as pd
 from tfsent.data.tokenize import load_tokenizer
 from tfsent.inference.flops import EncoderFlops
 from tfsent.inference.packing import Packing, model_packing
-from tfsent.inference.predictor import Predictor, Summary, check_finite, compiled, litert_backend
+from tfsent.inference.predictor import Predictor, Summary, check_finite, compiled, litert_backend, litert_cache
 from tfsent.inference.stored_tokenizer import StoredTokenizer, definition, readable
 from tfsent.inference.tokens import TokenRows
 from tfsent.models import loading
@@ -72,12 +71,8 @@ class ClassifierPredictor(Predictor):
     def _open_litert(self, ckpt_path, options) -> None:
         """The tokenizer, facts and LiteRT model; a warm run reads the tokenizer and facts its converting run
         stored beside the model (``tfsent.inference.stored_tokenizer``), so it never imports transformers."""
-        from tfsent.inference import litert
-        from tfsent.models.sources import checkpoint_files
-
         began = time.perf_counter()
-        cache = litert.cache_for(pathlib.Path(ckpt_path), checkpoint_files(ckpt_path), self.kind,
-                                 self.litert_settings(options))
+        cache = litert_cache(ckpt_path, self.kind, self.litert_settings(options))
         stored = _stored(cache, ckpt_path, options.label_names)
         if stored is not None:
             self.tokenizer, self._facts = stored
@@ -89,7 +84,7 @@ class ClassifierPredictor(Predictor):
         names = self._facts.label_names
         self.model = litert_backend(ckpt_path, self.kind, self.litert_settings(options),
                                     lambda: _load(ckpt_path, names), self.load_seconds,
-                                    int8=options.precision == "int8")
+                                    int8=options.precision == "int8", cache=cache)
         if stored is None:
             cache.store_checkpoint(facts_record(self._facts), definition(self.tokenizer))
 

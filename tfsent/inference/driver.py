@@ -40,7 +40,7 @@ from tfsent.inference.plan import bucket_lengths
 from tfsent.inference.options import PredictOptions, result_settings
 from tfsent.inference.outputs import OutputError
 from tfsent.inference.parts import PartInfo, PartStore, mark_merging, merged_into, remove_folder
-from tfsent.inference.predictor import Predictor, kind_of, load_predictor, predictor_class
+from tfsent.inference.predictor import Predictor, kind_of, litert_cache, load_predictor, predictor_class
 from tfsent.inference.stream import PartJob, jobs, prefetch
 from tfsent.models.sources import check_checkpoint, checkpoint_files, resolve_source
 from tfsent.runtime import execution, paths, progress
@@ -280,7 +280,7 @@ def _deferred_conversion(ckpt_path: pathlib.Path, kind: str, options: PredictOpt
 
     predictor = predictor_class(kind)
     settings = predictor.litert_settings(options)
-    cache = litert.cache_for(ckpt_path, checkpoint_files(ckpt_path), kind, settings)
+    cache = litert_cache(ckpt_path, kind, settings)
     if cache.decided("padded"):
         return None
     packs = predictor.packs and options.packing is not False
@@ -313,8 +313,8 @@ def _load_litert(ckpt_path: pathlib.Path, options: PredictOptions) -> Predictor 
 
 def _startup(predictor: Predictor, run: dict, start: float) -> dict:
     """Seconds from the process's start to its first scored batch, split: imports (before the driver started),
-    tokenizer (on LiteRT with the folder's facts), model (weights, or the converted model read and checked), convert (a first run's conversion), and
-    the first batch (the first part read, tokenized and its first batch scored)."""
+    tokenizer (on LiteRT with the folder's facts), model (weights, or the converted model read and checked), convert
+    (a first run's conversion), and the first batch (the first part read, tokenized and its first batch scored)."""
     split = {"imports": _since_process_start() - (time.perf_counter() - start)} if _since_process_start() else {}
     split.update(getattr(predictor, "load_seconds", {}))
     if run.get("first_batch") is not None:

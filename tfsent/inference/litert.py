@@ -313,20 +313,18 @@ def quantize(flat: bytes) -> bytes:
     return bytes(q.quantize().quantized_model)
 
 
-def open_backend(ckpt_path: pathlib.Path, ckpt_files: list, kind: str, settings: Mapping,
-                 build: Callable[[], object], *, num_threads: int | None = None, int8: bool = False) -> LiteRTBackend:
-    """The LiteRT backend of a checkpoint: its cache folder, and ``build`` for the one conversion it may need.
+def open_backend(cache: Cache, build: Callable[[], object], *, num_threads: int | None = None,
+                 int8: bool = False) -> LiteRTBackend:
+    """The LiteRT backend of a checkpoint: its cache folder (:func:`cache_for`), and ``build`` for the one conversion
+    it may need.
 
     Args:
-        ckpt_path: the checkpoint folder.
-        ckpt_files: its files' identity (:func:`tfsent.models.sources.checkpoint_files`).
-        kind: its model kind.
-        settings: converter settings that change the converted model (a QA model's ``top_k``).
+        cache: the checkpoint's cache folder.
         build: loads the TensorFlow model (imports TensorFlow), only when a signature must be converted.
         num_threads: XNNPACK's threads; default :func:`threads`.
         int8: score with the dynamic int8 files (``precision=int8``).
     """
-    return LiteRTBackend(cache_for(ckpt_path, ckpt_files, kind, settings), build, num_threads or threads(), int8)
+    return LiteRTBackend(cache, build, num_threads or threads(), int8)
 
 
 def cache_for(ckpt_path: pathlib.Path, ckpt_files: list, kind: str, settings: Mapping) -> Cache:

@@ -251,26 +251,32 @@ def compiled(strategy, build: Callable[[], object], *, jit_compile: bool | None,
 
 
 def litert_backend(ckpt_path: str | os.PathLike, kind: str, settings: Mapping, build: Callable[[], object],
-                   seconds: dict | None = None, *, int8: bool = False):
+                   seconds: dict | None = None, *, int8: bool = False, cache=None):
     """A checkpoint's LiteRT backend (:mod:`tfsent.inference.litert`), its padded model read from the cache or
     converted now (``build`` loads the TensorFlow model for that, once; ``int8``: its dynamic int8 file, made from
     the float32 one). ``seconds`` gains ``model`` (the file read, checked and set up) and ``convert`` (a first run's
-    conversion).
+    conversion). ``cache``: the checkpoint's cache folder where the caller has opened it already.
 
     Raises:
         tfsent.inference.litert.Unsupported: the model does not convert; the driver scores it on TensorFlow.
     """
     from tfsent.inference import litert
-    from tfsent.models.sources import checkpoint_files
 
     began = time.perf_counter()
-    backend = litert.open_backend(pathlib.Path(ckpt_path), checkpoint_files(ckpt_path), kind, settings, build,
-                                  int8=int8)
+    backend = litert.open_backend(cache or litert_cache(ckpt_path, kind, settings), build, int8=int8)
     backend.model("padded")
     if seconds is not None:
         seconds["model"] = time.perf_counter() - began - backend.convert_seconds
         seconds["convert"] = backend.convert_seconds
     return backend
+
+
+def litert_cache(ckpt_path: str | os.PathLike, kind: str, settings: Mapping):
+    """A checkpoint's LiteRT cache folder (:func:`tfsent.inference.litert.cache_for`)."""
+    from tfsent.inference import litert
+    from tfsent.models.sources import checkpoint_files
+
+    return litert.cache_for(pathlib.Path(ckpt_path), checkpoint_files(ckpt_path), kind, settings)
 
 
 def kind_of(ckpt_path: str | os.PathLike) -> str:

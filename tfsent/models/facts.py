@@ -212,10 +212,9 @@ def _named(names: tuple[str, ...], label_names: Sequence[str] | None, directory:
 def facts_record(facts: CheckpointFacts) -> dict:
     """A classifier's facts as JSON, its config as a plain mapping: what a warm LiteRT run reads instead of
     ``config.json`` through transformers (``tfsent.inference.litert.Cache.store_checkpoint``)."""
-    config = facts.config
-    return {"config": json.loads(config.to_json_string(use_diff=False)) if hasattr(config, "to_json_string")
-            else dict(config), "head_names": list(facts.head_names), "max_seq_length": facts.max_seq_length,
-            "features": list(facts.features), "tfsent_model": facts.tfsent_model}
+    return {"config": json.loads(facts.config.to_json_string(use_diff=False)), "head_names": list(facts.head_names),
+            "max_seq_length": facts.max_seq_length, "features": list(facts.features),
+            "tfsent_model": facts.tfsent_model}
 
 
 def recorded_classifier_facts(record: dict, directory: str | os.PathLike, *, label_names: Sequence[str] | None = None,
