@@ -6,6 +6,7 @@ reaches stderr (through the native-log filter on fd 2) and the composition check
 
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import textwrap
@@ -35,7 +36,10 @@ JOB = textwrap.dedent('''
             raise KeyError("a bug")
         from tfsent.predict import options_from_config
         options_from_config(cfg)
-        print("ran", cfg.input)
+        from hydra.core.hydra_config import HydraConfig
+        import logging
+        logging.getLogger("tfsent.job").info("logged")
+        print("ran", cfg.input, "hydra run:", HydraConfig.initialized(), "hydra node:", "hydra" in cfg)
 
     if __name__ == "__main__":
         main()
@@ -49,13 +53,16 @@ PREDICT_KEYS = ("backend, buckets, ckpt_path, documents, encoding, global_batch_
                 "text_column, verbose")
 
 
-def _run(tmp_path: pathlib.Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+def _run(tmp_path: pathlib.Path, *args: str, run_dir: bool = True, **env: str) -> subprocess.CompletedProcess:
+    """The job with ``args``; ``run_dir``: plus ``hydra.run.dir`` (through Hydra's run), else run in ``tmp_path``
+    with nothing of Hydra's set (the composed config is the run)."""
     script = tmp_path / "job.py"
     script.write_text(JOB)
     full_env = {k: v for k, v in os.environ.items() if k not in ("HYDRA_FULL_ERROR",)}
     full_env.update(env)
-    return subprocess.run([sys.executable, str(script), *args, f"hydra.run.dir={tmp_path / 'run'}"],
-                          capture_output=True, text=True, env=full_env, timeout=300)
+    hydra = [f"hydra.run.dir={tmp_path / 'run'}"] if run_dir else []
+    return subprocess.run([sys.executable, str(script), *args, *hydra], capture_output=True, text=True,
+                          env=full_env, timeout=300, cwd=tmp_path)
 
 
 @pytest.mark.parametrize("args, message, hint", [
@@ -105,6 +112,38 @@ def test_a_level_chosen_by_the_user_leaves_stderr_alone(tmp_path):
                            f"hydra.run.dir={tmp_path / 'run'}"], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "Compiled cluster using XLA" in done.stderr
+
+
+@pytest.mark.parametrize("args, direct", [
+    (["ckpt_path=a", "input=b", "+x=1", "~y"], True),
+    (["ckpt_path=a", "hydra.run.dir=/r"], False),
+    (["ckpt_path=a", "hydra/job_logging=default"], False),
+    (["ckpt_path=a", "+hydra.job.env_set.A=1"], False),
+    (["-m", "ckpt_path=a"], False),
+    (["ckpt_path=a", "--cfg", "job"], False),
+    (["ckpt_path=a,b"], False),
+    (["hydrant=1"], True),
+])
+def test_a_command_line_without_hydra_settings_runs_on_the_composed_config(args, direct):
+    assert cli.composed_is_the_run(args) is direct
+
+
+def test_the_composed_config_runs_as_hydras_run_would(tmp_path):
+    direct = _run(tmp_path, "ckpt_path=a", "input=ok", "output=c", run_dir=False)
+    assert direct.returncode == 0, direct.stderr
+    assert "ran ok hydra run: False hydra node: False" in direct.stdout
+    via_hydra = _run(tmp_path, "ckpt_path=a", "input=ok", "output=c")
+    assert "ran ok hydra run: True hydra node: False" in via_hydra.stdout
+    # The tools' console logging in both, and nothing of Hydra's written where the command ran.
+    for done in (direct, via_hydra):
+        assert re.search(r"^\[[-0-9 :,]+\]\[tfsent\.job\]\[INFO\] - logged$", done.stdout, re.M), done.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["job.py", "run"]
+    mistake = _run(tmp_path, "ckpt_path=a", "input=bad", "output=c", run_dir=False)
+    assert mistake.returncode == 2
+    assert [ln for ln in mistake.stderr.splitlines() if ln.startswith(("error:", "hint:", "Traceback"))] == [
+        "error: bad.csv line 3: the text is empty", "hint: remove the row or fill it"]
+    bug = _run(tmp_path, "ckpt_path=a", "input=bug", "output=c", run_dir=False)
+    assert bug.returncode == 1 and "KeyError: 'a bug'" in bug.stderr
 
 
 def test_sweeps_are_checked_on_their_first_values():
