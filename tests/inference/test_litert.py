@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tfsent.inference import litert, litert_convert
 from tfsent.inference.driver import predict
 from tfsent.inference.options import PredictOptions, QAOptions
 
@@ -79,7 +80,7 @@ def test_litert_rows_equal_tensorflow_s(scored):
 def test_the_cache_holds_each_signature_with_its_hash(scored, cache):
     (folder,) = list((cache / "litert").iterdir())
     meta = json.loads((folder / "meta.json").read_text())
-    assert meta["format"] == "tfsent.litert/2" and meta["unsupported"] == {}
+    assert meta["format"] == litert.FORMAT and meta["unsupported"] == {}
     assert sorted(meta["signatures"]) == ["packed", "padded"]
     assert meta["facts"] == {"features": ["input_ids", "attention_mask", "token_type_ids"], "first_position": 0,
                              "packing_gap": 0}
@@ -90,6 +91,37 @@ def test_the_cache_holds_each_signature_with_its_hash(scored, cache):
     assert stored["tokenizer"]["sha256"] == hashlib.sha256((folder / "tokenizer.json").read_bytes()).hexdigest()
     assert stored["tokenizer"]["truncation_side"] == "right" and stored["tokenizer"]["pad_token_id"] == 0
     assert stored["tokenizer"]["tokenizers"] == importlib.metadata.version("tokenizers")
+
+
+def test_dense_layers_convert_to_one_operator_each(scored, cache):
+    """No shape is computed at run time around a Dense layer's FULLY_CONNECTED (litert_convert.dense_as_matmul):
+    XNNPACK takes the whole layer stack."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    (folder,) = list((cache / "litert").iterdir())
+    for name in ("padded", "packed"):
+        ops = [op["op_name"] for op in
+               Interpreter(model_path=str(folder / f"{name}.tflite"))._get_ops_details()]
+        assert ops.count("FULLY_CONNECTED") >= 10, ops
+        # tensordot's way: a RESHAPE before and after every FULLY_CONNECTED, to a product of run-time dimensions.
+        assert "REDUCE_PROD" not in ops and ops.count("RESHAPE") < ops.count("FULLY_CONNECTED"), ops
+
+
+def test_tensordot_over_the_last_axis_is_traced_as_matmul():
+    import tensorflow as tf
+
+    a, b = tf.random.normal([2, 5, 3]), tf.random.normal([3, 4])
+    with litert_convert.dense_as_matmul():
+        from tf_keras.src.layers.core import dense
+
+        traced = tf.function(lambda x: dense.tf.tensordot(x, b, [[2], [0]])).get_concrete_function(
+            tf.TensorSpec([None, None, 3]))
+        other = dense.tf.tensordot(a, tf.random.normal([5, 2]), [[1], [0]])  # not the last axis: tensordot's own
+    ops = {op.type for op in traced.graph.get_operations()}
+    assert "BatchMatMulV2" in ops and "Prod" not in ops
+    np.testing.assert_allclose(traced(a).numpy(), tf.tensordot(a, b, [[2], [0]]).numpy(), atol=1e-6)
+    assert other.shape == (2, 3, 2)
+    assert dense.tf is tf.compat.v2 or dense.tf.__name__ == tf.compat.v2.__name__
 
 
 @pytest.mark.parametrize("damage", ["tokenizer file", "facts record", "another tokenizers version"])

@@ -40,8 +40,9 @@ from tfsent.runtime import atomic, execution
 
 log = logging.getLogger(__name__)
 
-# /2: a classifier's last layer computed at its head tokens only (converted_step); /1 files are converted again.
-FORMAT = "tfsent.litert/2"
+# /2: a classifier's last layer computed at its head tokens only (converted_step); /3: Dense layers traced as one
+# matmul (litert_convert.dense_as_matmul). Files of an older format are converted again.
+FORMAT = "tfsent.litert/3"
 META = "meta.json"
 # The checkpoint's tokenizer as transformers built it (tfsent.inference.stored_tokenizer), for warm runs.
 TOKENIZER = "tokenizer.json"

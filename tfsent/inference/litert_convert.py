@@ -14,8 +14,10 @@ against the TensorFlow model on a small batch before it is kept.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
+from collections.abc import Iterator
 
 import numpy as np
 import tensorflow as tf
@@ -60,6 +62,43 @@ def _forward(model, names: tuple[str, ...]):
     return forward
 
 
+class _DenseTensorFlow:
+    """The ``tf`` that Keras' ``Dense`` layer calls, with ``tensordot`` over the last axis done as one ``matmul``."""
+
+    def __init__(self, tf_module):
+        self._tf = tf_module
+
+    def __getattr__(self, name):
+        return getattr(self._tf, name)
+
+    def tensordot(self, a, b, axes, name=None):
+        if b.shape.rank == 2 and a.shape.rank is not None and axes == [[a.shape.rank - 1], [0]]:
+            return self._tf.matmul(a, b, name=name)
+        return self._tf.tensordot(a, b, axes, name=name)
+
+
+@contextlib.contextmanager
+def dense_as_matmul() -> Iterator[None]:
+    """Trace Keras ``Dense`` layers on ``[batch, length, width]`` inputs as one batched ``matmul``.
+
+    ``Dense`` computes them with ``tensordot``, which reshapes to 2-D by a shape computed at run time (dynamic
+    batch and length): the converter keeps those reshapes (SHAPE, REDUCE_PROD, GATHER, PACK, RESHAPE around every
+    FULLY_CONNECTED, the bias as a separate ADD), XNNPACK cannot take a reshape to a computed shape, and MiniLM-L6's
+    graph fell into 56 delegate partitions (587 operators). A ``matmul`` by the 2-D kernel is lowered to one
+    FULLY_CONNECTED that keeps the leading dimensions, bias fused: 321 operators, the same numbers as a model
+    converted at a fixed shape, and 6% faster (batch 64 x 48 tokens, AVX2, 11 interleaved rounds: 1.037-1.116x).
+    Only the layer module's own reference is replaced, and only while the model is traced for conversion.
+    """
+    from tf_keras.src.layers.core import dense
+
+    real = dense.tf
+    dense.tf = _DenseTensorFlow(real)
+    try:
+        yield
+    finally:
+        dense.tf = real
+
+
 def convert(model, signature: str) -> bytes:
     """The ``.tflite`` bytes of ``model``'s ``predict_step`` for ``signature``, checked against TensorFlow.
 
@@ -80,7 +119,8 @@ def convert(model, signature: str) -> bytes:
     # get_config: nothing is saved for a user to load, so the warning only confuses.
     keras_log.setLevel(logging.ERROR)
     try:
-        function = forward.get_concrete_function()
+        with dense_as_matmul():
+            function = forward.get_concrete_function()
         converter = tf.lite.TFLiteConverter.from_concrete_functions([function], model)
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
         flat = converter.convert()
