@@ -125,11 +125,11 @@ def auto_choice(folder: pathlib.Path, questions: list, args, strategy, cache: pa
     """What ``tfsent.predict precision=auto`` picks for these questions on this machine (its log line)."""
     from tfsent.inference.calibration import resolve_backend
     from tfsent.inference.options import PredictOptions
+    from tfsent.inference.qa_inputs import questions_bytes
     from tfsent.models.loading import read_config
 
     options = dataclasses.replace(PredictOptions(max_length=args.max_length), precision="auto", backend="auto")
-    # As tfsent.predict sizes a QA job (QuestionAnsweringPredictor.job_bytes): each question with its context.
-    job_bytes = sum(len(q.question.encode()) + len(q.context.encode()) for q in questions)
+    job_bytes = questions_bytes(questions)  # as tfsent.predict sizes a question file's job
     return resolve_backend(options, "question_answering", strategy=strategy, config=read_config(folder),
                            job_bytes=lambda: job_bytes, cache=cache / "execution.json").describe()
 

@@ -13,7 +13,7 @@ import hashlib
 import json
 import os
 import pathlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from tfsent.data.errors import DataError
 from tfsent.data.squad import QAExample, infer_format, iter_examples
@@ -60,7 +60,7 @@ class QuestionSource:
 
     def text_bytes(self) -> int:
         """The UTF-8 bytes of every question with its context, which size the job (one pass over the file)."""
-        return sum(_utf8_bytes(u.question) + _utf8_bytes(u.context) for u in self.units())
+        return questions_bytes(self.units())
 
     def columns(self, units: Sequence[QAExample]) -> dict[str, list]:
         """The output columns that identify each question (and its gold answers when the file has them)."""
@@ -150,6 +150,12 @@ class DocumentQuestionSource:
 
 def _utf8_bytes(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
+
+
+def questions_bytes(units: Iterable[QAExample]) -> int:
+    """The UTF-8 bytes of every question with its context: what sizes a question file's job (the execution policy's
+    ``job_bytes``)."""
+    return sum(_utf8_bytes(u.question) + _utf8_bytes(u.context) for u in units)
 
 
 def read_questions(questions: Sequence[str] | str | None) -> tuple[str, ...]:
