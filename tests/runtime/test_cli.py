@@ -40,9 +40,10 @@ JOB = textwrap.dedent('''
         import logging
         logging.getLogger("tfsent.job").info("logged")
         print("ran", cfg.input, "hydra run:", HydraConfig.initialized(), "hydra node:", "hydra" in cfg)
+        return {"a job's": "summary"}
 
     if __name__ == "__main__":
-        main()
+        sys.exit(main())  # as a console script (tfsent-predict) calls it: a returned summary is not an exit status
 ''')
 
 # Every key of conf/predict.yaml: the options and the keys predict reads itself (paths, report, verbose).

@@ -291,7 +291,9 @@ def hydra_entry(config_name: str, *, added_groups: Sequence[str] = (), run_dir: 
             check_run_dir(sys.argv[1:])
             quiet_start(verbose=bool(cfg.get("verbose", False)) if cfg is not None else False)
             if direct and cfg is not None:
-                return run_composed(reported, cfg)
+                # None, as hydra.main returns: a console script exits with main()'s value (sys.exit(Manifest) = 1).
+                run_composed(reported, cfg)
+                return None
             return hydra_main()
 
         return main
