@@ -228,7 +228,7 @@ def test_small_tail_batches_equal_the_padded_path(ckpt, loaded, monkeypatch, nam
 
 
 def test_exact_batches_sort_rows_and_size_each_batch_to_its_longest_row():
-    # Run order: the shortest (partial) batch, then longest to shortest (LiteRT's arena grows twice, not per batch).
+    # Run order: the shortest batch, then longest to shortest (LiteRT's arena grows twice, not at every batch).
     from tfsent.inference.plan import exact_batches, plan_batches
 
     rng = np.random.default_rng(3)
@@ -238,13 +238,13 @@ def test_exact_batches_sort_rows_and_size_each_batch_to_its_longest_row():
     assert [(s[0], s[1].tolist()) for s in shapes] == [(s[0], s[1].tolist()) for s in direct]
     rows = np.concatenate([mine for _, mine, _, _ in shapes])
     assert sorted(rows.tolist()) == list(range(203))  # every row once
-    assert [batch for _, _, batch, _ in shapes] == [11, 64, 64, 64]
+    assert [batch for _, _, batch, _ in shapes] == [64, 11, 64, 64]
     for length, mine, batch, steps in shapes:
         assert length == lengths[mine].max() and steps == 1 and batch == mine.size
     assert [s[0] for s in shapes[1:]] == sorted((s[0] for s in shapes[1:]), reverse=True)
     assert shapes[0][0] == min(s[0] for s in shapes)
-    assert lengths[shapes[0][1]].max() <= lengths[shapes[-1][1]].min()  # the partial batch holds the shortest rows
+    assert lengths[shapes[1][1]].min() >= lengths[shapes[2][1]].max()  # the partial batch holds the longest rows
     slots = sum(length * batch for length, _, batch, _ in shapes)
     bucketed = sum(length * batch * steps for length, _, batch, steps in plan_batches(lengths, (16, 64, 128), 64))
     assert lengths.sum() <= slots < bucketed
-    assert [batch for _, _, batch, _ in exact_batches(lengths, 64, replicas=8)][0] == 16  # 11 rows, 8 | batch
+    assert [batch for _, _, batch, _ in exact_batches(lengths, 64, replicas=8)][1] == 16  # 11 rows, 8 | batch

@@ -59,9 +59,10 @@ def test_rows_run_sorted_in_exact_shapes_and_come_back_in_order():
     out = litert.predict_bucketed(backend, tokens, buckets=(8, 16, 32), global_batch_size=4, on_rows=seen.append)
     np.testing.assert_array_equal(out["score"], [sum(r) for r in ids])
     # Sorted: 2 3 5 7 | 7 9 11 16 | 20 25 30, each batch as long as its longest row, the last one without fillers
-    # (the buckets would have run (4, 8), (4, 16), (4, 32): 224 token slots for these 180).
-    assert backend.models["padded"].shapes == [(4, 7), (4, 16), (3, 30)]
-    assert seen == [4, 4, 3]
+    # (the buckets would have run (4, 8), (4, 16), (4, 32): 224 token slots for these 180); run shortest batch
+    # first, then longest to shortest.
+    assert backend.models["padded"].shapes == [(4, 7), (3, 30), (4, 16)]
+    assert seen == [4, 3, 4]
 
 
 def test_a_row_longer_than_the_top_bucket_is_refused_in_exact_shapes_too():
