@@ -85,6 +85,21 @@ def test_packed_rows_score_as_padded_ones_and_fall_back_when_packing_does_not_co
     assert unpackable.models["padded"].shapes and not unpackable.models["packed"].shapes
 
 
+@pytest.mark.parametrize("global_batch_size", [2, 3, 4, 8])
+def test_packed_rows_of_any_lengths_fit_their_exact_batches(global_batch_size):
+    # A packed sequence may hold more segments than its own token count has head slots (its plan allows a slot per
+    # TOKENS_PER_SLOT tokens of its bucket): an exact batch runs at least as long as its segments need. Before, a
+    # batch of many 2-token rows packed into 13 tokens raised "4 segments does not fit the 3 slots of length 13".
+    packing = Packing(auto=False, first_position=0, capacity=32)
+    rng = np.random.default_rng(global_batch_size)
+    for seed in range(60):
+        lengths = rng.integers(1, 20, size=int(rng.integers(5, 60))).tolist()
+        tokens, ids = _rows(lengths, seed=seed)
+        out = litert.predict_bucketed(FakeBackend(), tokens, buckets=(8, 16, 32), global_batch_size=global_batch_size,
+                                      packing=packing)
+        np.testing.assert_array_equal(out["score"], [sum(r) for r in ids])
+
+
 def test_cache_refuses_a_damaged_file_and_remembers_what_does_not_convert(tmp_path):
     cache = litert.Cache(tmp_path / "key")
     assert cache.load("padded") is None and cache.meta() == {}

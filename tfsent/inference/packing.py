@@ -217,8 +217,12 @@ class PackedRows:
 
     @property
     def lengths(self) -> np.ndarray:
-        """Tokens per sequence."""
-        return self.sequences.lengths
+        """The shortest length each sequence can run at: its tokens, or :data:`TOKENS_PER_SLOT` per segment where
+        that is more. The plan gives a sequence a head slot per ``TOKENS_PER_SLOT`` tokens of its bucket, so many
+        very short rows can hold more segments than the sequence's own tokens have slots; in a bucket that changes
+        nothing (the bucket is as long), in exact shapes it keeps a batch as long as its segments need."""
+        counts = np.diff(self.slot_offsets)
+        return np.maximum(self.sequences.lengths, TOKENS_PER_SLOT * counts)
 
     def batch(self, seqs: np.ndarray, length: int, multiple: int) -> dict[str, np.ndarray]:
         """Sequences ``seqs`` as ``[n, length]`` token arrays and ``[n, slots(length)]`` head-slot arrays, padded up
