@@ -10,7 +10,7 @@ import time
 import pandas as pd
 import pytest
 
-from tfsent.inference import background_conversion
+from tfsent.inference import background_conversion, driver
 from tfsent.inference import conversion_policy as policy
 from tfsent.inference.calibration import LITERT_OVER_GRAPH_FP32, TENSORFLOW_IMPORT_S
 from tfsent.inference.driver import predict
@@ -109,8 +109,12 @@ def _wait_unlocked(folder, timeout=300):
     assert not lock.exists(), (folder / background_conversion.LOG).read_text()[-3000:]
 
 
-def test_a_small_first_job_scores_on_tensorflow_and_the_next_one_on_litert(fresh_cache, tmp_path, caplog):
+def test_a_small_first_job_scores_on_tensorflow_and_the_next_one_on_litert(fresh_cache, tmp_path, caplog,
+                                                                          monkeypatch):
     ckpt = tiny_checkpoint(tmp_path / "model", max_seq_length=32)
+    loaded = []
+    load = driver.load_with_options
+    monkeypatch.setattr(driver, "load_with_options", lambda *a: loaded.append(a[-1]) or load(*a))
     pd.DataFrame({"text": ["profit rose", "costs fell sharply", "the outlook improved"]}).to_csv(
         tmp_path / "in.csv", index=False)
 
@@ -122,7 +126,9 @@ def test_a_small_first_job_scores_on_tensorflow_and_the_next_one_on_litert(fresh
     assert first["backend"] == "tensorflow" and "convert" not in first["startup"]
     # The path that ran is logged, as every chosen path is (the bench and users read this line).
     ran = [r.getMessage() for r in caplog.records if r.getMessage().startswith("execution: ")]
-    assert len(ran) == 1 and ran[0].endswith(" fp32 (LiteRT's conversion follows this job)"), ran
+    assert ran == ["execution: graph fp32 (LiteRT's conversion follows this job)"], ran
+    # and graph fp32 is what ran: XLA's compilation of each bucket shape would cost a small job more than it scores
+    assert [(o.precision, o.jit_compile) for o in loaded] == [("float32", False)]
     (folder,) = list((fresh_cache / "litert").iterdir())
     _wait_unlocked(folder)
     assert "converted" in (folder / background_conversion.LOG).read_text()
