@@ -187,12 +187,12 @@ def main(argv=None) -> int:
                     onnx_name=f"{label} onnx" if worker is not None else None))
                 gc.collect()
                 timed(f"{label} rounds")
+            gemm = gemm_ceilings(ckpts, args.rounds, quick=args.quick, worker=worker)
+            if gemm:
+                timed("GEMM ceilings")
         finally:
             if worker is not None:
                 worker.close()
-        gemm = int8_gemm_ceilings(ckpts, args.rounds, quick=args.quick)
-        if gemm:
-            timed("int8 GEMM ceiling")
         if not args.skip_cold:
             # The second run of "auto + XLA cache" finds both caches: the calibration's choice and the executables.
             variants = {"default config": ((), False),
@@ -253,9 +253,9 @@ def main(argv=None) -> int:
     return 0
 
 
-def int8_gemm_ceilings(ckpts: dict[str, pathlib.Path], rounds: int, *, quick: bool = False) -> dict:
-    """Per model, XNNPACK's int8 and fp32 GEMM rates at its feed-forward shape (:mod:`bench.gemm`); empty without
-    LiteRT."""
+def gemm_ceilings(ckpts: dict[str, pathlib.Path], rounds: int, *, quick: bool = False, worker=None) -> dict:
+    """Per model, XNNPACK's int8 and fp32 GEMM rates at its feed-forward shape (:mod:`bench.gemm`), with oneDNN's
+    and (given the torch ``worker``) ONNX Runtime's fp32 rates in the same rounds; empty without LiteRT."""
     from bench import gemm
     from tfsent.inference import litert
     from tfsent.models.loading import read_config
@@ -265,9 +265,11 @@ def int8_gemm_ceilings(ckpts: dict[str, pathlib.Path], rounds: int, *, quick: bo
     out = {}
     for label, ckpt in ckpts.items():
         config = read_config(ckpt)
-        out[label] = gemm.gemm_rates(64 * 32, config.hidden_size, config.intermediate_size, rounds=rounds,
-                                     calls=2 if quick else 20)
-        log(f"{label} int8 / fp32 GEMM: {out[label].ratio:.2f}x")
+        shape = (64 * 32, config.hidden_size, config.intermediate_size)
+        mlas = worker.gemm_timer(*shape, threads=litert.threads()) if worker is not None else None
+        out[label] = gemm.gemm_rates(*shape, rounds=rounds, calls=2 if quick else 20, mlas=mlas)
+        log(f"{label} int8 / fp32 GEMM: {out[label].ratio:.2f}x" + (
+            f"; XNNPACK / MLAS fp32 GEMM {out[label].fp32_line(label).split('**')[1]}" if mlas else ""))
     return out
 
 
@@ -303,6 +305,10 @@ def _ceilings(fp32, torch_fp32, minilm, bert, results=(), gemm=None) -> list[str
     if gemm:
         lines += ["Ceiling on `precision=int8`'s gain over the fp32 path (`bench/gemm.py`):", ""]
         lines += [rates.line(label) for label, rates in gemm.items()] + [""]
+        fp32_lines = [line for label, rates in gemm.items() if (line := rates.fp32_line(label))]
+        if fp32_lines:
+            lines += ["Ceiling on the default (exact) path against ONNX Runtime fp32: the fp32 GEMM each runs most "
+                      "of its time in, same rounds (`bench/gemm.py`):", ""] + fp32_lines + [""]
     return lines
 
 

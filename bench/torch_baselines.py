@@ -14,6 +14,9 @@ interleaved round costs only the timed work:
   ``bench/onnx_export.py`` does (fp32, and ``quantize_dynamic`` int8) into ``folder`` and open an ONNX Runtime
   session of each; they run as modes ``ort fp32`` and ``ort int8`` (``bench/ort_score.py``'s loop: sorted by length,
   batches padded to their longest);
+- ``{"cmd": "gemm", "rows": m, "inner": k, "outer": n, "calls": c, "threads": t}``: ONNX Runtime's fp32 ``x @ w + b``
+  (one MatMul and one Add, CPU provider, ``t`` intra-op threads; built and warmed up on its first request):
+  ``{"seconds": s}`` for ``c`` calls;
 - ``{"cmd": "info"}``: ``{"torch": version, "threads": n, "matmul_fp32": FLOP/s, "cpu_capability": "AVX512"}``;
 - ``{"cmd": "ping"}``: ``{"pong": true}`` (no torch needed); ``{"cmd": "quit"}``.
 
@@ -106,6 +109,36 @@ def _run(req) -> dict:
     return {"seconds": seconds, "rows": rows}
 
 
+def _gemm(req) -> dict:
+    import numpy as np
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    rows, inner, outer = int(req["rows"]), int(req["inner"]), int(req["outer"])
+    key = ("gemm", rows, inner, outer, int(req["threads"]))
+    if key not in _models:
+        rng = np.random.default_rng(0)
+        weight = (rng.standard_normal((inner, outer)) / np.sqrt(inner)).astype(np.float32)
+        bias = rng.standard_normal(outer).astype(np.float32)
+        graph = helper.make_graph(
+            [helper.make_node("MatMul", ["x", "w"], ["xw"]), helper.make_node("Add", ["xw", "b"], ["y"])], "gemm",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, inner])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [rows, outer])],
+            [numpy_helper.from_array(weight, "w"), numpy_helper.from_array(bias, "b")])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = int(req["threads"])
+        session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        x = np.random.default_rng(1).standard_normal((rows, inner)).astype(np.float32)
+        session.run(None, {"x": x})
+        _models[key] = (session, x)
+    session, x = _models[key]
+    start = time.perf_counter()
+    for _ in range(int(req["calls"])):
+        session.run(None, {"x": x})
+    return {"seconds": time.perf_counter() - start}
+
+
 def matmul_rate(size: int = 1024, chain: int = 8, repeats: int = 5) -> float:
     """torch's fp32 matmul rate in FLOP/s, measured as ``bench.flops.matmul_rate`` measures TF's (best of
     ``repeats`` calls of ``chain`` independent ``size x size`` products): the ceiling the torch baselines run under."""
@@ -132,7 +165,7 @@ def _info(req) -> dict:
             "cpu_capability": torch.backends.cpu.get_cpu_capability()}
 
 
-HANDLERS = {"load": _load, "load_onnx": _load_onnx, "run": _run, "info": _info, "ping": lambda req: {"pong": True}}
+HANDLERS = {"load": _load, "load_onnx": _load_onnx, "run": _run, "info": _info, "gemm": _gemm, "ping": lambda req: {"pong": True}}
 
 
 def serve(lines, write, handlers=None) -> None:

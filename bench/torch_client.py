@@ -58,6 +58,14 @@ class TorchWorker:
                                       max_length=max_length)["seconds"])
         return run
 
+    def gemm_timer(self, rows: int, inner: int, outer: int, threads: int):
+        """``calls -> seconds`` of ONNX Runtime's fp32 GEMM ``[rows, inner] x [inner, outer]`` in the worker
+        (:func:`bench.gemm.gemm_rates`' ``mlas``)."""
+        def run(calls: int) -> float:
+            return float(self.request(cmd="gemm", rows=rows, inner=inner, outer=outer, calls=calls,
+                                      threads=threads)["seconds"])
+        return run
+
     def close(self) -> None:
         if self._proc.poll() is None:
             try:
