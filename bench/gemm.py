@@ -48,13 +48,17 @@ class GemmRates:
                 f"{max(i / f for i, f in zip(self.int8, self.fp32)):.2f}). The int8 model's gain over the fp32 one "
                 f"is bounded by it.")
 
+    @property
+    def fp32_ratios(self) -> list[float]:
+        """Per round, XNNPACK's fp32 rate over MLAS's (empty without MLAS's rates)."""
+        return [x / m for x, m in zip(self.fp32, self.mlas or [])]
 
     def fp32_line(self, model: str) -> str | None:
         """How XNNPACK's fp32 GEMM (the default path's) compares with ONNX Runtime's and oneDNN's, or None."""
-        if not self.mlas:
+        ratios = self.fp32_ratios
+        if not ratios:
             return None
         rows, inner, outer = self.shape
-        ratios = [x / m for x, m in zip(self.fp32, self.mlas)]
         onednn = (f", TensorFlow's oneDNN (graph mode) {statistics.median(self.onednn) / 1e9:.1f}"
                   if self.onednn else "")
         return (f"- {model}: fp32 GEMM `[{rows}, {inner}] x [{inner}, {outer}]`, GFLOP/s: XNNPACK (LiteRT, the "
@@ -98,12 +102,17 @@ def onednn_timer(rows: int, inner: int, outer: int, seed: int = 0) -> Callable[[
     bias = tf.constant(rng.standard_normal(outer).astype(np.float32))
     x = tf.constant(np.random.default_rng(1).standard_normal((rows, inner)).astype(np.float32))
     layer = tf.function(lambda a: tf.matmul(a, weight) + bias, jit_compile=False)
-    layer(x).numpy()
+    return timer(lambda: layer(x).numpy())
+
+
+def timer(call: Callable[[], object]) -> Callable[[int], float]:
+    """``calls -> seconds`` of ``call`` run that many times, after one untimed warm-up call now."""
+    call()
 
     def run(calls: int) -> float:
         start = time.perf_counter()
         for _ in range(calls):
-            layer(x).numpy()
+            call()
         return time.perf_counter() - start
     return run
 
@@ -120,14 +129,7 @@ def gemm_rates(rows: int, inner: int, outer: int, rounds: int = 5, calls: int = 
     timers: dict[str, Callable[[int], float]] = {}
     for name, flat in (("fp32", float32), ("int8", litert.quantize(float32))):
         run = runner(flat, threads or litert.threads())
-        run(x=x)  # resize and warm
-
-        def timed(calls: int, run=run) -> float:
-            start = time.perf_counter()
-            for _ in range(calls):
-                run(x=x)
-            return time.perf_counter() - start
-        timers[name] = timed
+        timers[name] = timer(lambda run=run: run(x=x))  # its warm-up call resizes the model
     timers["onednn"] = onednn_timer(rows, inner, outer)
     if mlas is not None:
         timers["mlas"] = mlas

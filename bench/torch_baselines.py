@@ -165,7 +165,8 @@ def _info(req) -> dict:
             "cpu_capability": torch.backends.cpu.get_cpu_capability()}
 
 
-HANDLERS = {"load": _load, "load_onnx": _load_onnx, "run": _run, "info": _info, "gemm": _gemm, "ping": lambda req: {"pong": True}}
+HANDLERS = {"load": _load, "load_onnx": _load_onnx, "run": _run, "info": _info, "gemm": _gemm,
+            "ping": lambda req: {"pong": True}}
 
 
 def serve(lines, write, handlers=None) -> None:

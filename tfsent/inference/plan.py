@@ -168,12 +168,11 @@ def exact_batches(lengths: np.ndarray, global_batch_size: int, replicas: int = 1
     For a backend where a new shape costs no compilation (LiteRT resizes one model): on PhraseBank's 4,846 rows
     (MiniLM-L6's tokens) batches of 64 compute 1.04x the real tokens where the buckets compute 1.16x.
 
-    Batches are cut from the shortest rows up (the last, partial batch holds the longest rows: a packed sequence's
-    segments were planned for the length its batch gets) and run shortest batch first, then longest to shortest:
-    LiteRT grows its tensor arena at every shape larger than any before, and a fresh process pays that growth (new
-    memory, touched for the first time) at each step of an ascending run: 14% more time over MiniLM-L6's lengths
-    17-110 than the same shapes run again, against 1% run longest first. The shortest batch goes first so that a
-    job's first rows (and its progress) come as soon as they can.
+    Batches are cut from the shortest rows up (the last, partial batch holds the longest rows) and run shortest
+    batch first, then longest to shortest: LiteRT grows its tensor arena at every shape larger than any before, and
+    a fresh process pays that growth (new memory, touched for the first time) at each step of an ascending run: 14%
+    more time over MiniLM-L6's lengths 17-110 than the same shapes run again, against 1% run longest first. The
+    shortest batch goes first so that a job's first rows (and its progress) come as soon as they can.
 
     Returns:
         :func:`plan_batches`' ``(length, row indices, batch size, 1)``, in run order.
